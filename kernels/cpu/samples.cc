@@ -1,0 +1,131 @@
+// The `samples` kernel module of API.md for the CPU backend.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "kernels/cpu/gpustream_cpu_module.h"
+
+namespace {
+
+// Number of threads in a launch: all of grid times block.
+uint64_t ThreadCount(const GsLaunch& l) {
+  return uint64_t{l.grid.x} * l.grid.y * l.grid.z * l.block.x * l.block.y *
+         l.block.z;
+}
+
+int Fail(const GsLaunch& l, const char* fmt, unsigned long long a,
+         unsigned long long b) {
+  std::snprintf(l.error, l.error_size, fmt, a, b);
+  return 1;
+}
+
+// Checks that a buffer argument holds `count` elements of `elem` bytes.
+bool Holds(const GsSpan& s, uint64_t count, uint64_t elem) {
+  return count <= s.size / elem;
+}
+
+// n elements processed by a launch: threads past n do nothing, as on a GPU.
+uint64_t Active(const GsLaunch& l, uint64_t n) {
+  const uint64_t threads = ThreadCount(l);
+  return n < threads ? n : threads;
+}
+
+int FillU32(const GsLaunch* l) {
+  const GsSpan& out = l->args[0].value.span;
+  const uint32_t value = l->args[1].value.u32;
+  const uint64_t n = Active(*l, l->args[2].value.u64);
+  if (!Holds(out, n, 4)) {
+    return Fail(*l, "fill_u32: n=%llu elements exceed the buffer's %llu bytes",
+                n, out.size);
+  }
+  auto* p = static_cast<uint32_t*>(out.data);
+  for (uint64_t i = 0; i < n; ++i) p[i] = value;
+  return 0;
+}
+
+int VectorAddF32(const GsLaunch* l) {
+  const GsSpan& a = l->args[0].value.span;
+  const GsSpan& b = l->args[1].value.span;
+  const GsSpan& c = l->args[2].value.span;
+  const uint64_t n = Active(*l, l->args[3].value.u64);
+  for (const GsSpan* s : {&a, &b, &c}) {
+    if (!Holds(*s, n, 4)) {
+      return Fail(*l,
+                  "vector_add_f32: n=%llu elements exceed a buffer of %llu "
+                  "bytes",
+                  n, s->size);
+    }
+  }
+  const auto* pa = static_cast<const float*>(a.data);
+  const auto* pb = static_cast<const float*>(b.data);
+  auto* pc = static_cast<float*>(c.data);
+  for (uint64_t i = 0; i < n; ++i) pc[i] = pa[i] + pb[i];
+  return 0;
+}
+
+int SaxpyF32(const GsLaunch* l) {
+  const float alpha = l->args[0].value.f32;
+  const GsSpan& x = l->args[1].value.span;
+  const GsSpan& y = l->args[2].value.span;
+  const uint64_t n = Active(*l, l->args[3].value.u64);
+  if (!Holds(x, n, 4) || !Holds(y, n, 4)) {
+    return Fail(*l, "saxpy_f32: n=%llu elements exceed a buffer of %llu bytes",
+                n, x.size < y.size ? x.size : y.size);
+  }
+  const auto* px = static_cast<const float*>(x.data);
+  auto* py = static_cast<float*>(y.data);
+  for (uint64_t i = 0; i < n; ++i) py[i] = alpha * px[i] + py[i];
+  return 0;
+}
+
+int AddU64(const GsLaunch* l) {
+  const GsSpan& counter = l->args[0].value.span;
+  if (!Holds(counter, 1, 8)) {
+    return Fail(*l, "add_u64: counter needs %llu bytes, buffer has %llu", 8,
+                counter.size);
+  }
+  if (ThreadCount(*l) == 0) return 0;
+  uint64_t v;
+  std::memcpy(&v, counter.data, 8);
+  v += l->args[1].value.u64;
+  std::memcpy(counter.data, &v, 8);
+  return 0;
+}
+
+int SpinNs(const GsLaunch* l) {
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::nanoseconds(l->args[0].value.u64);
+  while (std::chrono::steady_clock::now() < until) {
+  }
+  return 0;
+}
+
+int Noop(const GsLaunch*) { return 0; }
+
+constexpr GsParamKind kFillU32[] = {GS_PARAM_BUFFER, GS_PARAM_U32,
+                                    GS_PARAM_U64};
+constexpr GsParamKind kVectorAddF32[] = {GS_PARAM_BUFFER, GS_PARAM_BUFFER,
+                                         GS_PARAM_BUFFER, GS_PARAM_U64};
+constexpr GsParamKind kSaxpyF32[] = {GS_PARAM_F32, GS_PARAM_BUFFER,
+                                     GS_PARAM_BUFFER, GS_PARAM_U64};
+constexpr GsParamKind kAddU64[] = {GS_PARAM_BUFFER, GS_PARAM_U64};
+constexpr GsParamKind kSpinNs[] = {GS_PARAM_U64};
+
+constexpr GsKernelDef kKernels[] = {
+    {"fill_u32", kFillU32, 3, FillU32},
+    {"vector_add_f32", kVectorAddF32, 4, VectorAddF32},
+    {"saxpy_f32", kSaxpyF32, 4, SaxpyF32},
+    {"add_u64", kAddU64, 2, AddU64},
+    {"spin_ns", kSpinNs, 1, SpinNs},
+    {"noop", nullptr, 0, Noop},
+};
+
+constexpr GsModuleDef kModule = {GS_CPU_MODULE_ABI_VERSION, "samples", kKernels,
+                                 sizeof(kKernels) / sizeof(kKernels[0])};
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) const GsModuleDef*
+gpustream_cpu_module(void) {
+  return &kModule;
+}

@@ -1,0 +1,57 @@
+// Host memory standing in for device memory on the CPU backend.
+#ifndef GPUSTREAM_SERVER_BACKEND_CPU_CPU_BUFFER_H_
+#define GPUSTREAM_SERVER_BACKEND_CPU_CPU_BUFFER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "server/backend/buffer.h"
+
+namespace gpustream::backend {
+
+// Accounts the bytes allocated on one CPU device against its limit.
+// Thread-safe (lock-free).
+class CpuMemoryPool {
+ public:
+  explicit CpuMemoryPool(uint64_t limit_bytes) : limit_(limit_bytes) {}
+  uint64_t limit() const { return limit_; }
+  uint64_t used() const { return used_.load(std::memory_order_relaxed); }
+  // Reserves `size` bytes; false when the limit would be passed.
+  bool TryReserve(uint64_t size);
+  void Release(uint64_t size);
+
+ private:
+  const uint64_t limit_;
+  std::atomic<uint64_t> used_{0};
+};
+
+// Zero-filled memory (tenants never see each other's old data). The buffer
+// returns its bytes to the pool when the last reference goes away.
+class CpuBuffer : public Buffer {
+ public:
+  static absl::StatusOr<std::shared_ptr<CpuBuffer>> Create(
+      std::shared_ptr<CpuMemoryPool> pool, uint64_t size, MemoryKind kind);
+  ~CpuBuffer() override;
+  CpuBuffer(const CpuBuffer&) = delete;
+  CpuBuffer& operator=(const CpuBuffer&) = delete;
+
+  uint64_t size() const override { return size_; }
+  MemoryKind kind() const override { return kind_; }
+  std::byte* data() { return data_; }
+
+ private:
+  CpuBuffer(std::shared_ptr<CpuMemoryPool> pool, std::byte* data,
+            uint64_t size, MemoryKind kind)
+      : pool_(std::move(pool)), data_(data), size_(size), kind_(kind) {}
+
+  std::shared_ptr<CpuMemoryPool> pool_;
+  std::byte* data_;  // Owned; from calloc.
+  const uint64_t size_;
+  const MemoryKind kind_;
+};
+
+}  // namespace gpustream::backend
+
+#endif  // GPUSTREAM_SERVER_BACKEND_CPU_CPU_BUFFER_H_

@@ -1,0 +1,157 @@
+// Loading and running CPU kernel modules.
+#include "server/backend/cpu/cpu_module.h"
+
+#include <dlfcn.h>
+
+#include <type_traits>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "server/backend/cpu/cpu_buffer.h"
+
+namespace gpustream::backend {
+namespace {
+
+GsArg ToGsArg(KernelArg& arg) {
+  GsArg out{};
+  std::visit(
+      [&out](auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, BufferArg>) {
+          out.kind = GS_PARAM_BUFFER;
+          auto& buffer = static_cast<CpuBuffer&>(*v.buffer);
+          out.value.span = {buffer.data() + v.offset, buffer.size() - v.offset};
+        } else if constexpr (std::is_same_v<T, int32_t>) {
+          out.kind = GS_PARAM_I32;
+          out.value.i32 = v;
+        } else if constexpr (std::is_same_v<T, uint32_t>) {
+          out.kind = GS_PARAM_U32;
+          out.value.u32 = v;
+        } else if constexpr (std::is_same_v<T, int64_t>) {
+          out.kind = GS_PARAM_I64;
+          out.value.i64 = v;
+        } else if constexpr (std::is_same_v<T, uint64_t>) {
+          out.kind = GS_PARAM_U64;
+          out.value.u64 = v;
+        } else if constexpr (std::is_same_v<T, float>) {
+          out.kind = GS_PARAM_F32;
+          out.value.f32 = v;
+        } else if constexpr (std::is_same_v<T, double>) {
+          out.kind = GS_PARAM_F64;
+          out.value.f64 = v;
+        } else {
+          static_assert(std::is_same_v<T, std::string>);
+          out.kind = GS_PARAM_BYTES;
+          out.value.span = {v.data(), v.size()};
+        }
+      },
+      arg);
+  return out;
+}
+
+}  // namespace
+
+absl::Status CpuKernel::Run(const LaunchConfig& config,
+                            std::vector<KernelArg>& args) const {
+  GsArg gs_args[16];
+  std::vector<GsArg> many;
+  GsArg* arg_ptr = gs_args;
+  if (args.size() > std::size(gs_args)) {
+    many.resize(args.size());
+    arg_ptr = many.data();
+  }
+  for (size_t i = 0; i < args.size(); ++i) arg_ptr[i] = ToGsArg(args[i]);
+  char error[256] = {0};
+  const GsLaunch launch = {
+      {config.grid.x, config.grid.y, config.grid.z},
+      {config.block.x, config.block.y, config.block.z},
+      arg_ptr,
+      static_cast<uint32_t>(args.size()),
+      error,
+      sizeof(error),
+  };
+  if (fn_(&launch) != 0) {
+    error[sizeof(error) - 1] = '\0';
+    return absl::InternalError(
+        absl::StrCat("kernel fault in ", signature_.name, ": ", error));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<CpuModule>> CpuModule::Create(
+    const GsModuleDef* def, const std::string& origin) {
+  if (def == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": module entry point returned null"));
+  }
+  if (def->abi_version != GS_CPU_MODULE_ABI_VERSION) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": module ABI version ", def->abi_version,
+                     ", this daemon supports ", GS_CPU_MODULE_ABI_VERSION));
+  }
+  if (def->name == nullptr || def->name[0] == '\0') {
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": module has an empty name"));
+  }
+  auto module = std::unique_ptr<CpuModule>(new CpuModule());
+  module->info_.name = def->name;
+  for (uint32_t k = 0; k < def->num_kernels; ++k) {
+    const GsKernelDef& kdef = def->kernels[k];
+    if (kdef.name == nullptr || kdef.name[0] == '\0' || kdef.fn == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          origin, ": kernel #", k, " lacks a name or an entry point"));
+    }
+    KernelSignature sig{kdef.name, {}};
+    for (uint32_t p = 0; p < kdef.num_params; ++p) {
+      const int kind = kdef.params[p];
+      if (kind < GS_PARAM_BUFFER || kind > GS_PARAM_BYTES) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(origin, ": kernel ", kdef.name, " param ", p,
+                         " has unknown kind ", kind));
+      }
+      sig.params.push_back(static_cast<ParamKind>(kind));
+    }
+    module->info_.kernels.push_back(sig);
+    std::string name = sig.name;
+    if (!module->kernels_
+             .emplace(std::move(name),
+                      std::make_unique<CpuKernel>(std::move(sig), kdef.fn))
+             .second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          origin, ": kernel ", kdef.name, " is declared twice"));
+    }
+  }
+  return module;
+}
+
+absl::StatusOr<const Kernel*> CpuModule::FindKernel(
+    absl::string_view name) const {
+  auto it = kernels_.find(name);
+  if (it == kernels_.end()) {
+    return absl::NotFoundError(absl::StrCat("kernel '", name,
+                                            "' not found in module '",
+                                            info_.name, "'"));
+  }
+  return it->second.get();
+}
+
+absl::StatusOr<std::unique_ptr<CpuModule>> LoadCpuModule(
+    const std::string& path) {
+  void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot load module ", path, ": ", dlerror()));
+  }
+  auto entry = reinterpret_cast<GsModuleEntryFn>(
+      dlsym(library, GS_CPU_MODULE_ENTRY_POINT));
+  if (entry == nullptr) {
+    dlclose(library);
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " does not export ", GS_CPU_MODULE_ENTRY_POINT, "()"));
+  }
+  auto module = CpuModule::Create(entry(), path);
+  if (!module.ok()) dlclose(library);
+  return module;
+}
+
+}  // namespace gpustream::backend

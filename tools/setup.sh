@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs every Debian package the build, tests and benchmark need.
+# Idempotent: when everything is present it only runs dpkg-query (well under
+# a second). Must run as root (or with sudo available) on Debian 12.
+set -euo pipefail
+
+packages=(
+  bazel-bootstrap bazel-rules-java default-jdk-headless
+  g++ libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  grpc-proto libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libc-ares-dev libre2-dev libssl-dev zlib1g-dev
+  python3-grpcio python3-protobuf
+  clang-format
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == installed ]] || missing+=("$p")
+done
+
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}" >&2
+sudo_cmd=()
+if [[ $(id -u) != 0 ]]; then sudo_cmd=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
