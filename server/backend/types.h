@@ -60,6 +60,7 @@ struct DeviceInfo {
   Dim3 max_grid;
   Dim3 max_block;
   uint32_t max_threads_per_block = 0;
+  uint32_t max_shared_memory_bytes = 0;  // Per block.
 };
 
 struct MemoryInfo {

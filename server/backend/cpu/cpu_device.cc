@@ -33,6 +33,7 @@ CpuDevice::CpuDevice(const CpuDeviceOptions& options)
   info_.max_grid = {0x7fffffffu, 65535, 65535};
   info_.max_block = {1024, 1024, 64};
   info_.max_threads_per_block = 1024;
+  info_.max_shared_memory_bytes = 48 * 1024;
 }
 
 MemoryInfo CpuDevice::memory() {

@@ -1,0 +1,253 @@
+// Submit stream handling.
+#include "server/rpc/submit_reactor.h"
+
+#include "absl/strings/str_cat.h"
+#include "server/rpc/status_util.h"
+#include "server/session/ops.h"
+
+namespace gpustream::rpc {
+namespace {
+
+using session::Session;
+
+}  // namespace
+
+SubmitReactor::SubmitReactor(session::ServerCore& core) : core_(core) {
+  StartRead(&request_);
+}
+
+void SubmitReactor::OnReadDone(bool ok) {
+  if (!ok) {
+    absl::MutexLock lock(&mu_);
+    reads_done_ = true;
+    ReleaseSession();
+    MaybeWriteOrFinish();
+    return;
+  }
+  if (session_ == nullptr || (!request_.session_id().empty() &&
+                              request_.session_id() != session_->id())) {
+    absl::Status error;
+    if (session_ != nullptr) {
+      error = absl::InvalidArgumentError(absl::StrCat(
+          "session_id '", request_.session_id(),
+          "' differs from the stream's session; open one stream per session"));
+    } else if (request_.session_id().empty()) {
+      error = absl::InvalidArgumentError(
+          "session_id is required on the first SubmitRequest");
+    } else {
+      auto session = core_.FindSession(request_.session_id());
+      if (session.ok()) {
+        session_ = *std::move(session);
+        session_->StreamOpened();
+        absl::MutexLock lock(&mu_);
+        holds_session_ = true;
+      } else {
+        error = session.status();
+      }
+    }
+    if (!error.ok()) {
+      absl::MutexLock lock(&mu_);
+      reads_done_ = true;
+      final_status_ = ToGrpcStatus(error);
+      MaybeWriteOrFinish();
+      return;
+    }
+  }
+  session_->Touch();
+  uint64_t last_seq = 0;
+  for (const v1::Command& command : request_.commands()) {
+    RunCommand(command);
+    last_seq = command.seq();
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (last_seq > pending_.completed_seq()) {
+      pending_.set_completed_seq(last_seq);
+      pending_dirty_ = true;
+    }
+    MaybeWriteOrFinish();
+  }
+  StartRead(&request_);
+}
+
+void SubmitReactor::RunCommand(const v1::Command& command) {
+  const uint64_t seq = command.seq();
+  if (core_.shutting_down()) {
+    auto result = std::make_unique<v1::CommandResult>();
+    result->set_seq(seq);
+    {
+      absl::MutexLock lock(&mu_);
+      ++inflight_;
+    }
+    Complete(std::move(result),
+             absl::UnavailableError("daemon shutting down"), true);
+    return;
+  }
+  switch (command.op_case()) {
+#define GPUSTREAM_CASE(Name, field)                                         \
+  case v1::Command::k##Name:                                                \
+    Run(seq, &Session::Name, command.field(),                               \
+        &v1::CommandResult::mutable_##field, /*always_send=*/false);        \
+    return;
+    GPUSTREAM_SESSION_OPS(GPUSTREAM_CASE)
+#undef GPUSTREAM_CASE
+    case v1::Command::kCloseSession: {
+      auto result = std::make_unique<v1::CommandResult>();
+      result->set_seq(seq);
+      auto* resp = result->mutable_close_session();
+      {
+        absl::MutexLock lock(&mu_);
+        ++inflight_;
+      }
+      v1::CloseSessionRequest req = command.close_session();
+      if (req.session_id().empty()) req.set_session_id(session_->id());
+      if (req.session_id() != session_->id()) {
+        Complete(std::move(result),
+                 absl::InvalidArgumentError(absl::StrCat(
+                     "command seq ", seq, ": session_id '", req.session_id(),
+                     "' differs from the stream's session")),
+                 true);
+        return;
+      }
+      core_.CloseSession(req, resp,
+                         [this, result = std::move(result)](
+                             absl::Status s) mutable {
+                           Complete(std::move(result), s, true);
+                         });
+      return;
+    }
+    case v1::Command::kKeepAlive: {
+      auto result = std::make_unique<v1::CommandResult>();
+      result->set_seq(seq);
+      {
+        absl::MutexLock lock(&mu_);
+        ++inflight_;
+      }
+      v1::KeepAliveRequest req = command.keep_alive();
+      req.set_session_id(session_->id());
+      absl::Status s = core_.KeepAlive(req, result->mutable_keep_alive());
+      Complete(std::move(result), s, /*send_if_ok=*/true);
+      return;
+    }
+    case v1::Command::OP_NOT_SET:
+      break;
+  }
+  auto result = std::make_unique<v1::CommandResult>();
+  result->set_seq(seq);
+  {
+    absl::MutexLock lock(&mu_);
+    ++inflight_;
+  }
+  Complete(std::move(result),
+           absl::InvalidArgumentError(
+               absl::StrCat("command seq ", seq, " has no op set")),
+           true);
+}
+
+namespace {
+
+bool IsWaiting(const v1::CommandResult& result) {
+  switch (result.result_case()) {
+#define GPUSTREAM_WAITING(Name, field) case v1::CommandResult::k##Name:
+    GPUSTREAM_WAITING_OPS(GPUSTREAM_WAITING)
+#undef GPUSTREAM_WAITING
+    return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+template <typename Req, typename Resp, typename Op>
+void SubmitReactor::Run(uint64_t seq, Op op, const Req& req,
+                        Resp* (v1::CommandResult::*mutable_result)(),
+                        bool always_send) {
+  auto result = std::make_unique<v1::CommandResult>();
+  result->set_seq(seq);
+  Resp* resp = (result.get()->*mutable_result)();
+  always_send = always_send || IsWaiting(*result);
+  {
+    absl::MutexLock lock(&mu_);
+    ++inflight_;
+  }
+  if (!req.session_id().empty() && req.session_id() != session_->id()) {
+    Complete(std::move(result),
+             absl::InvalidArgumentError(absl::StrCat(
+                 "command seq ", seq, ": session_id '", req.session_id(),
+                 "' differs from the stream's session")),
+             always_send);
+    return;
+  }
+  session::Invoke(*session_, op, req, resp,
+                  [this, resp, result = std::move(result),
+                   always_send](absl::Status s) mutable {
+                    // Plain successes travel only as completed_seq.
+                    Complete(std::move(result), s,
+                             always_send || resp->ByteSizeLong() > 0);
+                  });
+}
+
+void SubmitReactor::Complete(std::unique_ptr<v1::CommandResult> result,
+                             const absl::Status& status, bool send_if_ok) {
+  const bool send = send_if_ok || !status.ok();
+  absl::MutexLock lock(&mu_);
+  if (send) {
+    if (!status.ok()) {
+      result->clear_result();
+      ToProto(status, result->mutable_status());
+    }
+    pending_.mutable_results()->AddAllocated(result.release());
+    pending_dirty_ = true;
+  }
+  --inflight_;
+  MaybeWriteOrFinish();
+}
+
+void SubmitReactor::MaybeWriteOrFinish() {
+  if (finished_) return;
+  if (!write_in_flight_ && pending_dirty_ && !broken_) {
+    writing_.Swap(&pending_);
+    pending_.Clear();
+    pending_.set_completed_seq(writing_.completed_seq());
+    pending_dirty_ = false;
+    write_in_flight_ = true;
+    StartWrite(&writing_);
+    return;
+  }
+  if (reads_done_ && inflight_ == 0 && !write_in_flight_ &&
+      (!pending_dirty_ || broken_)) {
+    finished_ = true;
+    Finish(final_status_);
+  }
+}
+
+void SubmitReactor::OnWriteDone(bool ok) {
+  absl::MutexLock lock(&mu_);
+  write_in_flight_ = false;
+  if (!ok) broken_ = true;
+  MaybeWriteOrFinish();
+}
+
+void SubmitReactor::OnCancel() {
+  absl::MutexLock lock(&mu_);
+  broken_ = true;
+  ReleaseSession();
+}
+
+void SubmitReactor::ReleaseSession() {
+  if (holds_session_) {
+    holds_session_ = false;
+    session_->StreamClosed();
+  }
+}
+
+void SubmitReactor::OnDone() {
+  {
+    absl::MutexLock lock(&mu_);
+    ReleaseSession();
+  }
+  delete this;
+}
+
+}  // namespace gpustream::rpc

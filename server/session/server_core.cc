@@ -1,0 +1,136 @@
+// Discovery RPCs and session lookup.
+#include "server/session/server_core.h"
+
+#include <set>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace gpustream::session {
+
+absl::StatusOr<std::unique_ptr<ServerCore>> ServerCore::Create(
+    std::vector<std::unique_ptr<backend::Device>> devices,
+    const std::vector<std::string>& module_folders, ManagerOptions options) {
+  auto core = std::unique_ptr<ServerCore>(new ServerCore());
+  std::vector<DeviceSlot> slots;
+  for (auto& device : devices) {
+    auto registry = modules::ModuleRegistry::Create(*device, module_folders);
+    if (!registry.ok()) return registry.status();
+    slots.push_back({device.get(), registry->get()});
+    core->registries_.push_back(*std::move(registry));
+    core->devices_.push_back(std::move(device));
+  }
+  core->sessions_ =
+      std::make_unique<SessionManager>(std::move(slots), &core->timer_, options);
+  return core;
+}
+
+absl::Status ServerCore::GetVersion(const v1::GetVersionRequest& req,
+                                    v1::GetVersionResponse* resp) {
+  // An unset max means "any"; an unset min means 1.
+  const uint32_t min = std::max(req.min_version(), 1u);
+  const uint32_t max = req.max_version() == 0 ? UINT32_MAX : req.max_version();
+  if (min > max) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "min_version ", min, " is greater than max_version ", max));
+  }
+  if (max < kMinProtocolVersion || min > kMaxProtocolVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no common protocol version: client supports [", min, ", ",
+        req.max_version(), "], server supports [", kMinProtocolVersion, ", ",
+        kMaxProtocolVersion, "]"));
+  }
+  resp->set_version(std::min(max, kMaxProtocolVersion));
+  return absl::OkStatus();
+}
+
+absl::Status ServerCore::GetServerInfo(const v1::GetServerInfoRequest&,
+                                       v1::GetServerInfoResponse* resp) {
+  resp->set_server_version(kServerVersion);
+  resp->set_protocol_version(kMaxProtocolVersion);
+  std::set<std::string> backends;
+  for (const auto& d : devices_) backends.insert(d->info().backend);
+  for (const auto& b : backends) resp->add_backends(b);
+  for (const char* f :
+       {"submit_stream", "client_minted_ids", "wait_value", "host_func",
+        "event_timing", "notifications", "health", "reflection"}) {
+    resp->add_features(f);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ServerCore::ListDevices(const v1::ListDevicesRequest&,
+                                     v1::ListDevicesResponse* resp) {
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    const backend::DeviceInfo& info = devices_[i]->info();
+    const backend::MemoryInfo memory = devices_[i]->memory();
+    v1::Device* d = resp->add_devices();
+    d->set_id(i);
+    d->set_backend(info.backend);
+    d->set_name(info.name);
+    d->set_total_memory_bytes(memory.total_bytes);
+    d->set_free_memory_bytes(memory.free_bytes);
+    d->set_arch(info.arch);
+    d->set_multiprocessor_count(info.multiprocessor_count);
+    d->set_priority_least(info.priority_least);
+    d->set_priority_greatest(info.priority_greatest);
+    d->set_supports_wait_value(info.supports_wait_value);
+    d->set_supports_host_func(info.supports_host_func);
+    d->set_supports_timing(info.supports_timing);
+    for (auto [dim, src] : {std::pair{d->mutable_max_grid(), info.max_grid},
+                            std::pair{d->mutable_max_block(), info.max_block}}) {
+      dim->set_x(src.x);
+      dim->set_y(src.y);
+      dim->set_z(src.z);
+    }
+    d->set_max_threads_per_block(info.max_threads_per_block);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ServerCore::ListModules(const v1::ListModulesRequest&,
+                                     v1::ListModulesResponse* resp) {
+  // Devices of one backend load the same modules: list each backend once.
+  std::set<std::string> seen_backends;
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    const std::string& backend = devices_[i]->info().backend;
+    if (!seen_backends.insert(backend).second) continue;
+    for (const backend::ModuleInfo* info : registries_[i]->List()) {
+      v1::Module* m = resp->add_modules();
+      m->set_name(info->name);
+      m->set_backend(backend);
+      for (const auto& sig : info->kernels) {
+        v1::Kernel* k = m->add_kernels();
+        k->set_name(sig.name);
+        for (backend::ParamKind p : sig.params) {
+          k->add_params(static_cast<v1::ParamKind>(p));
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ServerCore::OpenSession(const v1::OpenSessionRequest& req,
+                                     v1::OpenSessionResponse* resp) {
+  if (shutting_down()) return absl::UnavailableError("daemon shutting down");
+  return sessions_->Open(req, resp);
+}
+
+void ServerCore::CloseSession(const v1::CloseSessionRequest& req,
+                              v1::CloseSessionResponse*, Session::Done done) {
+  sessions_->Close(req.session_id(), std::move(done));
+}
+
+absl::Status ServerCore::KeepAlive(const v1::KeepAliveRequest& req,
+                                   v1::KeepAliveResponse* resp) {
+  return sessions_->KeepAlive(req, resp);
+}
+
+absl::StatusOr<std::shared_ptr<Session>> ServerCore::FindSession(
+    const std::string& session_id) {
+  if (shutting_down()) return absl::UnavailableError("daemon shutting down");
+  return sessions_->Find(session_id);
+}
+
+}  // namespace gpustream::session

@@ -1,0 +1,86 @@
+// Everything the daemon serves, independent of the transport: discovery,
+// sessions and the dispatch of session operations.
+#ifndef GPUSTREAM_SERVER_SESSION_SERVER_CORE_H_
+#define GPUSTREAM_SERVER_SESSION_SERVER_CORE_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/gpustream/v1/gpustream.pb.h"
+#include "server/backend/device.h"
+#include "server/modules/module_registry.h"
+#include "server/session/session.h"
+#include "server/session/session_manager.h"
+#include "server/util/timer_thread.h"
+
+namespace gpustream::session {
+
+inline constexpr uint32_t kMinProtocolVersion = 1;
+inline constexpr uint32_t kMaxProtocolVersion = 1;
+inline constexpr char kServerVersion[] = "0.1.0";
+
+// Thread-safe. Owns the devices and their module registries.
+class ServerCore {
+ public:
+  // Loads each device's modules (built-ins plus `module_folders`).
+  static absl::StatusOr<std::unique_ptr<ServerCore>> Create(
+      std::vector<std::unique_ptr<backend::Device>> devices,
+      const std::vector<std::string>& module_folders, ManagerOptions options);
+
+  absl::Status GetVersion(const v1::GetVersionRequest& req,
+                          v1::GetVersionResponse* resp);
+  absl::Status GetServerInfo(const v1::GetServerInfoRequest& req,
+                             v1::GetServerInfoResponse* resp);
+  absl::Status ListDevices(const v1::ListDevicesRequest& req,
+                           v1::ListDevicesResponse* resp);
+  absl::Status ListModules(const v1::ListModulesRequest& req,
+                           v1::ListModulesResponse* resp);
+  absl::Status OpenSession(const v1::OpenSessionRequest& req,
+                           v1::OpenSessionResponse* resp);
+  void CloseSession(const v1::CloseSessionRequest& req,
+                    v1::CloseSessionResponse* resp, Session::Done done);
+  absl::Status KeepAlive(const v1::KeepAliveRequest& req,
+                         v1::KeepAliveResponse* resp);
+
+  // The session named by a request; UNAVAILABLE once shutting down.
+  absl::StatusOr<std::shared_ptr<Session>> FindSession(
+      const std::string& session_id);
+
+  // From now on every request fails with UNAVAILABLE.
+  void BeginShutdown() { shutting_down_.store(true); }
+  bool shutting_down() const { return shutting_down_.load(); }
+
+  SessionManager& sessions() { return *sessions_; }
+
+ private:
+  ServerCore() = default;
+
+  std::vector<std::unique_ptr<backend::Device>> devices_;
+  std::vector<std::unique_ptr<modules::ModuleRegistry>> registries_;
+  util::TimerThread timer_;
+  std::unique_ptr<SessionManager> sessions_;  // Destroyed first.
+  std::atomic<bool> shutting_down_{false};
+};
+
+// Runs a session operation with the uniform asynchronous signature, whether
+// the Session method is synchronous (returns a status) or takes `done`.
+template <typename Req, typename Resp>
+void Invoke(Session& session,
+            absl::Status (Session::*op)(const Req&, Resp*), const Req& req,
+            Resp* resp, Session::Done done) {
+  done((session.*op)(req, resp));
+}
+
+template <typename Req, typename Resp>
+void Invoke(Session& session,
+            void (Session::*op)(const Req&, Resp*, Session::Done),
+            const Req& req, Resp* resp, Session::Done done) {
+  (session.*op)(req, resp, std::move(done));
+}
+
+}  // namespace gpustream::session
+
+#endif  // GPUSTREAM_SERVER_SESSION_SERVER_CORE_H_

@@ -1,0 +1,700 @@
+// Session operations: validation, id resolution, and the hand-off to the
+// backend.
+#include "server/session/session.h"
+
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace gpustream::session {
+namespace {
+
+using backend::Buffer;
+using backend::Event;
+using backend::Flag;
+using backend::Queue;
+
+// Finishes an operation exactly once: when it completes, or when its
+// timeout fires first (the work itself is not cancelled).
+class TimedDone {
+ public:
+  TimedDone(Session::Done done, util::TimerThread* timer)
+      : done_(std::move(done)), timer_(timer) {}
+
+  // Arms the timeout; `on_timeout` runs before done(DEADLINE_EXCEEDED).
+  static void Arm(const std::shared_ptr<TimedDone>& self, uint32_t timeout_ms,
+                  std::string what, absl::AnyInvocable<void()> on_timeout) {
+    if (timeout_ms == 0) return;
+    absl::MutexLock lock(&self->mu_);
+    if (!self->done_) return;  // Already finished.
+    self->timer_id_ = self->timer_->Schedule(
+        absl::Milliseconds(timeout_ms),
+        [self, what = std::move(what), on_timeout = std::move(on_timeout),
+         timeout_ms]() mutable {
+          if (on_timeout) on_timeout();
+          self->Finish(absl::DeadlineExceededError(
+              absl::StrCat(what, " did not complete within timeout_ms ",
+                           timeout_ms, " (the work goes on)")));
+        });
+  }
+
+  void Finish(absl::Status status) {
+    Session::Done done;
+    util::TimerThread::Id timer_id = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      done = std::move(done_);
+      done_ = nullptr;
+      timer_id = std::exchange(timer_id_, 0);
+    }
+    if (timer_id != 0) timer_->Cancel(timer_id);
+    if (done) done(std::move(status));
+  }
+
+ private:
+  absl::Mutex mu_;
+  Session::Done done_ ABSL_GUARDED_BY(mu_);
+  util::TimerThread* const timer_;
+  util::TimerThread::Id timer_id_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+backend::WaitCondition ToCondition(v1::WaitCondition c) {
+  return c == v1::WAIT_CONDITION_GREATER_EQUAL
+             ? backend::WaitCondition::kGreaterEqual
+             : backend::WaitCondition::kEqual;
+}
+
+absl::Status CheckCondition(v1::WaitCondition c) {
+  if (c == v1::WAIT_CONDITION_UNSPECIFIED || c == v1::WAIT_CONDITION_EQUAL ||
+      c == v1::WAIT_CONDITION_GREATER_EQUAL) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("condition ", static_cast<int>(c), " is not a WaitCondition"));
+}
+
+// Grid or block dimensions: x must be set; y and z default to 1.
+absl::StatusOr<backend::Dim3> ToDim3(const v1::Dim3& d, const char* field,
+                                     const backend::Dim3& max) {
+  if (d.x() == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".x is 0"));
+  }
+  backend::Dim3 out{d.x(), d.y() == 0 ? 1 : d.y(), d.z() == 0 ? 1 : d.z()};
+  if (out.x > max.x || out.y > max.y || out.z > max.z) {
+    return absl::OutOfRangeError(absl::StrCat(
+        field, " (", out.x, ", ", out.y, ", ", out.z,
+        ") exceeds the device limit (", max.x, ", ", max.y, ", ", max.z, ")"));
+  }
+  return out;
+}
+
+backend::ParamKind ArgKind(const v1::KernelArg& arg) {
+  switch (arg.value_case()) {
+    case v1::KernelArg::kBuffer:
+      return backend::ParamKind::kBuffer;
+    case v1::KernelArg::kI32:
+      return backend::ParamKind::kI32;
+    case v1::KernelArg::kU32:
+      return backend::ParamKind::kU32;
+    case v1::KernelArg::kI64:
+      return backend::ParamKind::kI64;
+    case v1::KernelArg::kU64:
+      return backend::ParamKind::kU64;
+    case v1::KernelArg::kF32:
+      return backend::ParamKind::kF32;
+    case v1::KernelArg::kF64:
+      return backend::ParamKind::kF64;
+    case v1::KernelArg::kBytes:
+      return backend::ParamKind::kBytes;
+    case v1::KernelArg::VALUE_NOT_SET:
+      break;
+  }
+  return static_cast<backend::ParamKind>(0);
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Session>> Session::Create(std::string id,
+                                                         SessionContext ctx) {
+  auto session = std::shared_ptr<Session>(new Session(std::move(id), ctx));
+  absl::MutexLock lock(&session->mu_);
+  auto queue = session->NewQueue(0, &session->default_queue_id_, 0);
+  if (!queue.ok()) return queue.status();
+  return session;
+}
+
+Session::~Session() { Teardown(); }
+
+template <typename T>
+absl::StatusOr<std::shared_ptr<T>> Session::Find(uint64_t id,
+                                                 absl::string_view field) {
+  absl::MutexLock lock(&mu_);
+  return objects_.Find<T>(id, field);
+}
+
+absl::StatusOr<std::shared_ptr<Queue>> Session::FindLiveQueue(uint64_t id) {
+  auto queue = Find<Queue>(id, "queue_id");
+  if (!queue.ok()) return queue;
+  if (absl::Status error = (*queue)->error(); !error.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("queue_id ", id, " failed earlier and takes no more work (",
+                     error.ToString(), ")"));
+  }
+  return queue;
+}
+
+absl::Status Session::CheckQuota(bool queue) {
+  if (closed_) {
+    return absl::NotFoundError(absl::StrCat("session ", id_, " is closed"));
+  }
+  if (objects_.size() >= ctx_.limits.max_objects) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("session holds the maximum of ", ctx_.limits.max_objects,
+                     " objects"));
+  }
+  if (queue && queue_count_ >= ctx_.limits.max_queues) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "session holds the maximum of ", ctx_.limits.max_queues, " queues"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<Buffer>> Session::FindRange(
+    uint64_t buffer_id, absl::string_view id_field, uint64_t offset,
+    uint64_t size, absl::string_view what) {
+  auto buffer = Find<Buffer>(buffer_id, id_field);
+  if (!buffer.ok()) return buffer;
+  const uint64_t capacity = (*buffer)->size();
+  if (offset > capacity || size > capacity - offset) {
+    return absl::OutOfRangeError(absl::StrCat(
+        what, " [", offset, ", ", offset, " + ", size, ") is outside ",
+        id_field, " ", buffer_id, " of ", capacity, " bytes"));
+  }
+  return buffer;
+}
+
+absl::StatusOr<std::shared_ptr<Queue>> Session::NewQueue(int32_t priority,
+                                                         uint64_t* id_out,
+                                                         uint64_t requested) {
+  const auto& info = ctx_.device->info();
+  if (priority > info.priority_least || priority < info.priority_greatest) {
+    return absl::OutOfRangeError(
+        absl::StrCat("priority ", priority, " is outside the device's range [",
+                     info.priority_greatest, ", ", info.priority_least, "]"));
+  }
+  if (auto s = CheckQuota(/*queue=*/true); !s.ok()) return s;
+  auto id = objects_.ReserveId(requested, "id");
+  if (!id.ok()) return id.status();
+  backend::QueueOptions options;
+  options.priority = priority;
+  options.on_error = [hub = notifications_, queue_id = *id](
+                         const absl::Status& error) {
+    v1::Notification n;
+    auto* e = n.mutable_queue_error();
+    e->set_queue_id(queue_id);
+    e->mutable_error()->set_code(static_cast<int>(error.code()));
+    e->mutable_error()->set_message(std::string(error.message()));
+    hub->Publish(n);
+  };
+  auto queue = ctx_.device->CreateQueue(std::move(options));
+  if (!queue.ok()) return queue.status();
+  std::shared_ptr<Queue> shared = *std::move(queue);
+  objects_.Insert(*id, shared);
+  ++queue_count_;
+  *id_out = *id;
+  return shared;
+}
+
+// --- Queues ---------------------------------------------------------------
+
+absl::Status Session::CreateQueue(const v1::CreateQueueRequest& req,
+                                  v1::CreateQueueResponse* resp) {
+  absl::MutexLock lock(&mu_);
+  uint64_t id = 0;
+  auto queue = NewQueue(req.priority(), &id, req.id());
+  if (!queue.ok()) return queue.status();
+  resp->set_queue_id(id);
+  return absl::OkStatus();
+}
+
+void Session::DestroyQueue(const v1::DestroyQueueRequest& req,
+                           v1::DestroyQueueResponse*, Done done) {
+  if (req.queue_id() == default_queue_id_) {
+    done(absl::FailedPreconditionError(absl::StrCat(
+        "queue_id ", req.queue_id(), " is the default queue; it lives as "
+        "long as the session")));
+    return;
+  }
+  absl::StatusOr<std::shared_ptr<Queue>> queue;
+  {
+    absl::MutexLock lock(&mu_);
+    queue = objects_.Remove<Queue>(req.queue_id(), "queue_id");
+    if (queue.ok()) --queue_count_;
+  }
+  if (!queue.ok()) {
+    done(queue.status());
+    return;
+  }
+  // The callback holds the last reference: the queue is destroyed once its
+  // pending work has run, and the caller hears of it then.
+  Queue* raw = queue->get();
+  raw->OnIdle([queue = *std::move(queue), done = std::move(done)](
+                  absl::Status) mutable {
+    queue.reset();
+    done(absl::OkStatus());
+  });
+}
+
+void Session::SynchronizeQueue(const v1::SynchronizeQueueRequest& req,
+                               v1::SynchronizeQueueResponse*, Done done) {
+  auto queue = Find<Queue>(req.queue_id(), "queue_id");
+  if (!queue.ok()) {
+    done(queue.status());
+    return;
+  }
+  if ((*queue)->IsIdle()) {  // Fast path: nothing to wait for.
+    done((*queue)->error());
+    return;
+  }
+  auto timed = std::make_shared<TimedDone>(std::move(done), ctx_.timer);
+  TimedDone::Arm(timed, req.timeout_ms(),
+                 absl::StrCat("queue_id ", req.queue_id()), nullptr);
+  (*queue)->OnIdle([timed](absl::Status s) { timed->Finish(std::move(s)); });
+}
+
+absl::Status Session::QueryQueue(const v1::QueryQueueRequest& req,
+                                 v1::QueryQueueResponse* resp) {
+  auto queue = Find<Queue>(req.queue_id(), "queue_id");
+  if (!queue.ok()) return queue.status();
+  resp->set_idle((*queue)->IsIdle());
+  absl::Status error = (*queue)->error();
+  resp->mutable_error()->set_code(static_cast<int>(error.code()));
+  resp->mutable_error()->set_message(std::string(error.message()));
+  return absl::OkStatus();
+}
+
+absl::Status Session::WaitQueue(const v1::WaitQueueRequest& req,
+                                v1::WaitQueueResponse*) {
+  auto queue = FindLiveQueue(req.queue_id());
+  if (!queue.ok()) return queue.status();
+  auto other = Find<Queue>(req.other_queue_id(), "other_queue_id");
+  if (!other.ok()) return other.status();
+  if (*other == *queue) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "other_queue_id ", req.other_queue_id(), " is queue_id itself"));
+  }
+  (*queue)->WaitQueue(**other);
+  return absl::OkStatus();
+}
+
+// --- Events ---------------------------------------------------------------
+
+absl::Status Session::CreateEvent(const v1::CreateEventRequest& req,
+                                  v1::CreateEventResponse* resp) {
+  absl::MutexLock lock(&mu_);
+  if (auto s = CheckQuota(false); !s.ok()) return s;
+  auto id = objects_.ReserveId(req.id(), "id");
+  if (!id.ok()) return id.status();
+  auto event = ctx_.device->CreateEvent(req.enable_timing());
+  if (!event.ok()) return event.status();
+  objects_.Insert(*id, *std::move(event));
+  resp->set_event_id(*id);
+  return absl::OkStatus();
+}
+
+absl::Status Session::DestroyEvent(const v1::DestroyEventRequest& req,
+                                   v1::DestroyEventResponse*) {
+  absl::MutexLock lock(&mu_);
+  return objects_.Remove<Event>(req.event_id(), "event_id").status();
+}
+
+absl::Status Session::RecordEvent(const v1::RecordEventRequest& req,
+                                  v1::RecordEventResponse*) {
+  auto queue = FindLiveQueue(req.queue_id());
+  if (!queue.ok()) return queue.status();
+  auto event = Find<Event>(req.event_id(), "event_id");
+  if (!event.ok()) return event.status();
+  (*queue)->RecordEvent(*std::move(event));
+  return absl::OkStatus();
+}
+
+absl::Status Session::WaitEvent(const v1::WaitEventRequest& req,
+                                v1::WaitEventResponse*) {
+  auto queue = FindLiveQueue(req.queue_id());
+  if (!queue.ok()) return queue.status();
+  auto event = Find<Event>(req.event_id(), "event_id");
+  if (!event.ok()) return event.status();
+  (*queue)->WaitEvent(*std::move(event));
+  return absl::OkStatus();
+}
+
+void Session::SynchronizeEvent(const v1::SynchronizeEventRequest& req,
+                               v1::SynchronizeEventResponse*, Done done) {
+  auto event = Find<Event>(req.event_id(), "event_id");
+  if (!event.ok()) {
+    done(event.status());
+    return;
+  }
+  auto timed = std::make_shared<TimedDone>(std::move(done), ctx_.timer);
+  TimedDone::Arm(timed, req.timeout_ms(),
+                 absl::StrCat("event_id ", req.event_id()), nullptr);
+  (*event)->OnComplete([timed] { timed->Finish(absl::OkStatus()); });
+}
+
+absl::Status Session::QueryEvent(const v1::QueryEventRequest& req,
+                                 v1::QueryEventResponse* resp) {
+  auto event = Find<Event>(req.event_id(), "event_id");
+  if (!event.ok()) return event.status();
+  resp->set_complete((*event)->IsComplete());
+  return absl::OkStatus();
+}
+
+absl::Status Session::EventElapsedTime(const v1::EventElapsedTimeRequest& req,
+                                       v1::EventElapsedTimeResponse* resp) {
+  auto start = Find<Event>(req.start_event_id(), "start_event_id");
+  if (!start.ok()) return start.status();
+  auto end = Find<Event>(req.end_event_id(), "end_event_id");
+  if (!end.ok()) return end.status();
+  auto ms = (*end)->ElapsedMillisSince(**start);
+  if (!ms.ok()) return ms.status();
+  resp->set_milliseconds(*ms);
+  return absl::OkStatus();
+}
+
+// --- Flags ----------------------------------------------------------------
+
+absl::Status Session::CreateFlag(const v1::CreateFlagRequest& req,
+                                 v1::CreateFlagResponse* resp) {
+  absl::MutexLock lock(&mu_);
+  if (auto s = CheckQuota(false); !s.ok()) return s;
+  auto id = objects_.ReserveId(req.id(), "id");
+  if (!id.ok()) return id.status();
+  auto flag = ctx_.device->CreateFlag();
+  if (!flag.ok()) return flag.status();
+  objects_.Insert(*id, *std::move(flag));
+  resp->set_flag_id(*id);
+  return absl::OkStatus();
+}
+
+absl::Status Session::DestroyFlag(const v1::DestroyFlagRequest& req,
+                                  v1::DestroyFlagResponse*) {
+  absl::StatusOr<std::shared_ptr<Flag>> flag;
+  {
+    absl::MutexLock lock(&mu_);
+    flag = objects_.Remove<Flag>(req.flag_id(), "flag_id");
+  }
+  if (!flag.ok()) return flag.status();
+  // Nobody can signal it any more: release its waiters rather than strand
+  // them (host waits end with CANCELLED).
+  (*flag)->Release();
+  return absl::OkStatus();
+}
+
+absl::Status Session::SignalFlag(const v1::SignalFlagRequest& req,
+                                 v1::SignalFlagResponse*) {
+  auto flag = Find<Flag>(req.flag_id(), "flag_id");
+  if (!flag.ok()) return flag.status();
+  (*flag)->Store(req.value());
+  return absl::OkStatus();
+}
+
+absl::Status Session::ReadFlag(const v1::ReadFlagRequest& req,
+                               v1::ReadFlagResponse* resp) {
+  auto flag = Find<Flag>(req.flag_id(), "flag_id");
+  if (!flag.ok()) return flag.status();
+  resp->set_value((*flag)->Load());
+  return absl::OkStatus();
+}
+
+void Session::WaitFlag(const v1::WaitFlagRequest& req,
+                       v1::WaitFlagResponse* resp, Done done) {
+  auto flag = Find<Flag>(req.flag_id(), "flag_id");
+  if (!flag.ok()) {
+    done(flag.status());
+    return;
+  }
+  if (auto s = CheckCondition(req.condition()); !s.ok()) {
+    done(s);
+    return;
+  }
+  auto timed = std::make_shared<TimedDone>(std::move(done), ctx_.timer);
+  const Flag::WaitId wait_id = (*flag)->AsyncWait(
+      req.value(), ToCondition(req.condition()),
+      [timed, resp](absl::StatusOr<uint64_t> value) {
+        if (value.ok()) resp->set_value(*value);
+        timed->Finish(value.status());
+      });
+  TimedDone::Arm(timed, req.timeout_ms(),
+                 absl::StrCat("wait on flag_id ", req.flag_id()),
+                 [flag = *flag, wait_id] { flag->CancelWait(wait_id); });
+}
+
+absl::Status Session::WaitHostValue(const v1::WaitHostValueRequest& req,
+                                    v1::WaitHostValueResponse*) {
+  if (auto s = CheckCondition(req.condition()); !s.ok()) return s;
+  auto queue = FindLiveQueue(req.queue_id());
+  if (!queue.ok()) return queue.status();
+  auto flag = Find<Flag>(req.flag_id(), "flag_id");
+  if (!flag.ok()) return flag.status();
+  (*queue)->WaitFlag(*std::move(flag), req.value(),
+                     ToCondition(req.condition()));
+  return absl::OkStatus();
+}
+
+absl::Status Session::WriteFlag(const v1::WriteFlagRequest& req,
+                                v1::WriteFlagResponse*) {
+  auto queue = FindLiveQueue(req.queue_id());
+  if (!queue.ok()) return queue.status();
+  auto flag = Find<Flag>(req.flag_id(), "flag_id");
+  if (!flag.ok()) return flag.status();
+  (*queue)->WriteFlag(*std::move(flag), req.value());
+  return absl::OkStatus();
+}
+
+// --- Host functions -------------------------------------------------------
+
+absl::Status Session::EnqueueHostFunc(const v1::EnqueueHostFuncRequest& req,
+                                      v1::EnqueueHostFuncResponse*) {
+  auto queue = FindLiveQueue(req.queue_id());
+  if (!queue.ok()) return queue.status();
+  v1::Notification n;
+  n.mutable_host_func_reached()->set_queue_id(req.queue_id());
+  n.mutable_host_func_reached()->set_callback_id(req.callback_id());
+  (*queue)->HostFunc([hub = notifications_, n = std::move(n)] {
+    hub->Publish(n);
+  });
+  return absl::OkStatus();
+}
+
+// --- Memory ---------------------------------------------------------------
+
+absl::Status Session::AllocateBuffer(const v1::AllocateBufferRequest& req,
+                                     v1::AllocateBufferResponse* resp) {
+  backend::MemoryKind kind;
+  switch (req.kind()) {
+    case v1::MEMORY_KIND_UNSPECIFIED:
+    case v1::MEMORY_KIND_DEVICE:
+      kind = backend::MemoryKind::kDevice;
+      break;
+    case v1::MEMORY_KIND_HOST_PINNED:
+      kind = backend::MemoryKind::kHostPinned;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "kind ", static_cast<int>(req.kind()), " is not a MemoryKind"));
+  }
+  absl::MutexLock lock(&mu_);
+  if (auto s = CheckQuota(false); !s.ok()) return s;
+  auto id = objects_.ReserveId(req.id(), "id");
+  if (!id.ok()) return id.status();
+  auto buffer = ctx_.device->Allocate(req.size_bytes(), kind);
+  if (!buffer.ok()) return buffer.status();
+  objects_.Insert(*id, *std::move(buffer));
+  resp->set_buffer_id(*id);
+  return absl::OkStatus();
+}
+
+absl::Status Session::FreeBuffer(const v1::FreeBufferRequest& req,
+                                 v1::FreeBufferResponse*) {
+  absl::MutexLock lock(&mu_);
+  // Work enqueued earlier holds its own references: the memory goes back to
+  // the device when that work has finished.
+  return objects_.Remove<Buffer>(req.buffer_id(), "buffer_id").status();
+}
+
+absl::Status Session::WriteBuffer(const v1::WriteBufferRequest& req,
+                                  v1::WriteBufferResponse*) {
+  auto queue = FindLiveQueue(req.queue_id());
+  if (!queue.ok()) return queue.status();
+  auto buffer = FindRange(req.buffer_id(), "buffer_id", req.offset(),
+                          req.data().size(), "write");
+  if (!buffer.ok()) return buffer.status();
+  (*queue)->Write(*std::move(buffer), req.offset(), req.data());
+  return absl::OkStatus();
+}
+
+void Session::ReadBuffer(const v1::ReadBufferRequest& req,
+                         v1::ReadBufferResponse* resp, Done done) {
+  auto queue = FindLiveQueue(req.queue_id());
+  if (!queue.ok()) {
+    done(queue.status());
+    return;
+  }
+  auto buffer = FindRange(req.buffer_id(), "buffer_id", req.offset(),
+                          req.size(), "read");
+  if (!buffer.ok()) {
+    done(buffer.status());
+    return;
+  }
+  (*queue)->Read(*std::move(buffer), req.offset(), req.size(),
+                 [resp, done = std::move(done)](
+                     absl::StatusOr<std::string> data) mutable {
+                   if (data.ok()) *resp->mutable_data() = *std::move(data);
+                   done(data.status());
+                 });
+}
+
+absl::Status Session::CopyBuffer(const v1::CopyBufferRequest& req,
+                                 v1::CopyBufferResponse*) {
+  auto queue = FindLiveQueue(req.queue_id());
+  if (!queue.ok()) return queue.status();
+  auto src = FindRange(req.src_buffer_id(), "src_buffer_id", req.src_offset(),
+                       req.size(), "copy source");
+  if (!src.ok()) return src.status();
+  auto dst = FindRange(req.dst_buffer_id(), "dst_buffer_id", req.dst_offset(),
+                       req.size(), "copy destination");
+  if (!dst.ok()) return dst.status();
+  (*queue)->Copy(*std::move(src), req.src_offset(), *std::move(dst),
+                 req.dst_offset(), req.size());
+  return absl::OkStatus();
+}
+
+absl::Status Session::FillBuffer(const v1::FillBufferRequest& req,
+                                 v1::FillBufferResponse*) {
+  if (req.size() % 4 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("size ", req.size(), " is not a multiple of 4"));
+  }
+  auto queue = FindLiveQueue(req.queue_id());
+  if (!queue.ok()) return queue.status();
+  auto buffer =
+      FindRange(req.buffer_id(), "buffer_id", req.offset(), req.size(), "fill");
+  if (!buffer.ok()) return buffer.status();
+  (*queue)->Fill(*std::move(buffer), req.offset(), req.size(), req.value());
+  return absl::OkStatus();
+}
+
+// --- Kernels --------------------------------------------------------------
+
+absl::Status Session::LaunchKernel(const v1::LaunchKernelRequest& req,
+                                   v1::LaunchKernelResponse*) {
+  auto kernel = ctx_.modules->Find(req.module(), req.kernel());
+  if (!kernel.ok()) return kernel.status();
+  const backend::KernelSignature& sig = (*kernel)->signature();
+  const backend::DeviceInfo& info = ctx_.device->info();
+  backend::LaunchConfig config;
+  auto grid = ToDim3(req.grid(), "grid", info.max_grid);
+  if (!grid.ok()) return grid.status();
+  auto block = ToDim3(req.block(), "block", info.max_block);
+  if (!block.ok()) return block.status();
+  config.grid = *grid;
+  config.block = *block;
+  if (block->Volume() > info.max_threads_per_block) {
+    return absl::OutOfRangeError(
+        absl::StrCat("block has ", block->Volume(),
+                     " threads; the device allows ", info.max_threads_per_block));
+  }
+  if (req.shared_memory_bytes() > info.max_shared_memory_bytes) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "shared_memory_bytes ", req.shared_memory_bytes(),
+        " exceeds the device limit of ", info.max_shared_memory_bytes));
+  }
+  config.shared_memory_bytes = req.shared_memory_bytes();
+  if (req.args_size() != static_cast<int>(sig.params.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kernel ", req.module(), ".", req.kernel(), " takes ",
+                     sig.params.size(), " args, got ", req.args_size()));
+  }
+  std::vector<backend::KernelArg> args;
+  args.reserve(req.args_size());
+  std::shared_ptr<Queue> queue;
+  {
+    // One lock for the queue and every buffer argument: this is the hot path.
+    absl::MutexLock lock(&mu_);
+    auto found = objects_.Find<Queue>(req.queue_id(), "queue_id");
+    if (!found.ok()) return found.status();
+    queue = *std::move(found);
+    for (int i = 0; i < req.args_size(); ++i) {
+      const v1::KernelArg& arg = req.args(i);
+      const backend::ParamKind want = sig.params[i];
+      if (ArgKind(arg) != want) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "args[", i, "]: kernel ", req.kernel(), " expects ",
+            backend::ParamKindName(want), ", got ",
+            arg.value_case() == v1::KernelArg::VALUE_NOT_SET
+                ? "nothing"
+                : backend::ParamKindName(ArgKind(arg))));
+      }
+      switch (arg.value_case()) {
+        case v1::KernelArg::kBuffer: {
+          const std::string field = absl::StrCat("args[", i, "].buffer_id");
+          auto buffer = objects_.Find<Buffer>(arg.buffer().buffer_id(), field);
+          if (!buffer.ok()) return buffer.status();
+          if (arg.buffer().offset() > (*buffer)->size()) {
+            return absl::OutOfRangeError(absl::StrCat(
+                "args[", i, "].offset ", arg.buffer().offset(),
+                " is past the end of buffer_id ", arg.buffer().buffer_id(),
+                " (", (*buffer)->size(), " bytes)"));
+          }
+          args.push_back(
+              backend::BufferArg{*std::move(buffer), arg.buffer().offset()});
+          break;
+        }
+        case v1::KernelArg::kI32:
+          args.push_back(arg.i32());
+          break;
+        case v1::KernelArg::kU32:
+          args.push_back(arg.u32());
+          break;
+        case v1::KernelArg::kI64:
+          args.push_back(arg.i64());
+          break;
+        case v1::KernelArg::kU64:
+          args.push_back(arg.u64());
+          break;
+        case v1::KernelArg::kF32:
+          args.push_back(arg.f32());
+          break;
+        case v1::KernelArg::kF64:
+          args.push_back(arg.f64());
+          break;
+        case v1::KernelArg::kBytes:
+          args.push_back(arg.bytes());
+          break;
+        case v1::KernelArg::VALUE_NOT_SET:
+          break;
+      }
+    }
+  }
+  if (absl::Status error = queue->error(); !error.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("queue_id ", req.queue_id(),
+                     " failed earlier and takes no more work (",
+                     error.ToString(), ")"));
+  }
+  queue->Launch(**kernel, config, std::move(args));
+  return absl::OkStatus();
+}
+
+// --- Teardown -------------------------------------------------------------
+
+void Session::Teardown() {
+  absl::flat_hash_map<uint64_t, Object> objects;
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return;
+    closed_ = true;
+    objects = objects_.TakeAll();
+    queue_count_ = 0;
+  }
+  // 1. Release every wait: queues stalled on a flag, and host waits.
+  for (auto& [id, object] : objects) {
+    if (auto* flag = std::get_if<std::shared_ptr<Flag>>(&object)) {
+      (*flag)->Release();
+    }
+  }
+  // 2. Drain and destroy the queues (each destructor waits for its work).
+  for (auto& [id, object] : objects) {
+    if (std::holds_alternative<std::shared_ptr<Queue>>(object)) {
+      object = std::shared_ptr<Queue>();
+    }
+  }
+  // 3. Events, flags and buffers; buffers still used by another session's
+  //    queue cannot exist (ids never cross sessions).
+  objects.clear();
+  // 4. Nothing more will be published.
+  notifications_->CloseAll();
+}
+
+}  // namespace gpustream::session

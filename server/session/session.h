@@ -1,0 +1,172 @@
+// One client session: its objects, their ids, and every operation on them.
+#ifndef GPUSTREAM_SERVER_SESSION_SESSION_H_
+#define GPUSTREAM_SERVER_SESSION_SESSION_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "proto/gpustream/v1/gpustream.pb.h"
+#include "server/backend/device.h"
+#include "server/modules/module_registry.h"
+#include "server/session/notification_hub.h"
+#include "server/session/object_table.h"
+#include "server/util/timer_thread.h"
+
+namespace gpustream::session {
+
+struct SessionLimits {
+  uint32_t max_queues = 64;
+  uint32_t max_objects = 65536;
+};
+
+// What a session uses but does not own; all outlive every session.
+struct SessionContext {
+  backend::Device* device;
+  const modules::ModuleRegistry* modules;
+  util::TimerThread* timer;
+  SessionLimits limits;
+};
+
+// Every operation validates its request completely (ids of this session,
+// ranges, kinds) before anything reaches the device, and reports errors with
+// the codes of API.md naming the offending field. Operations that wait take
+// a `done` callback, which may run on any thread (at once if nothing needs
+// waiting for); `response` must stay valid until `done` runs. Operations
+// never block on device work. Thread-safe.
+class Session {
+ public:
+  using Done = absl::AnyInvocable<void(absl::Status)>;
+
+  // Creates the session and its default queue.
+  static absl::StatusOr<std::shared_ptr<Session>> Create(std::string id,
+                                                         SessionContext ctx);
+  ~Session();
+
+  const std::string& id() const { return id_; }
+  uint64_t default_queue_id() const { return default_queue_id_; }
+  NotificationHub& notifications() { return *notifications_; }
+
+  absl::Status CreateQueue(const v1::CreateQueueRequest& req,
+                           v1::CreateQueueResponse* resp);
+  void DestroyQueue(const v1::DestroyQueueRequest& req,
+                    v1::DestroyQueueResponse* resp, Done done);
+  void SynchronizeQueue(const v1::SynchronizeQueueRequest& req,
+                        v1::SynchronizeQueueResponse* resp, Done done);
+  absl::Status QueryQueue(const v1::QueryQueueRequest& req,
+                          v1::QueryQueueResponse* resp);
+  absl::Status WaitQueue(const v1::WaitQueueRequest& req,
+                         v1::WaitQueueResponse* resp);
+
+  absl::Status CreateEvent(const v1::CreateEventRequest& req,
+                           v1::CreateEventResponse* resp);
+  absl::Status DestroyEvent(const v1::DestroyEventRequest& req,
+                            v1::DestroyEventResponse* resp);
+  absl::Status RecordEvent(const v1::RecordEventRequest& req,
+                           v1::RecordEventResponse* resp);
+  absl::Status WaitEvent(const v1::WaitEventRequest& req,
+                         v1::WaitEventResponse* resp);
+  void SynchronizeEvent(const v1::SynchronizeEventRequest& req,
+                        v1::SynchronizeEventResponse* resp, Done done);
+  absl::Status QueryEvent(const v1::QueryEventRequest& req,
+                          v1::QueryEventResponse* resp);
+  absl::Status EventElapsedTime(const v1::EventElapsedTimeRequest& req,
+                                v1::EventElapsedTimeResponse* resp);
+
+  absl::Status CreateFlag(const v1::CreateFlagRequest& req,
+                          v1::CreateFlagResponse* resp);
+  absl::Status DestroyFlag(const v1::DestroyFlagRequest& req,
+                           v1::DestroyFlagResponse* resp);
+  absl::Status SignalFlag(const v1::SignalFlagRequest& req,
+                          v1::SignalFlagResponse* resp);
+  absl::Status ReadFlag(const v1::ReadFlagRequest& req,
+                        v1::ReadFlagResponse* resp);
+  void WaitFlag(const v1::WaitFlagRequest& req, v1::WaitFlagResponse* resp,
+                Done done);
+  absl::Status WaitHostValue(const v1::WaitHostValueRequest& req,
+                             v1::WaitHostValueResponse* resp);
+  absl::Status WriteFlag(const v1::WriteFlagRequest& req,
+                         v1::WriteFlagResponse* resp);
+
+  absl::Status EnqueueHostFunc(const v1::EnqueueHostFuncRequest& req,
+                               v1::EnqueueHostFuncResponse* resp);
+
+  absl::Status AllocateBuffer(const v1::AllocateBufferRequest& req,
+                              v1::AllocateBufferResponse* resp);
+  absl::Status FreeBuffer(const v1::FreeBufferRequest& req,
+                          v1::FreeBufferResponse* resp);
+  absl::Status WriteBuffer(const v1::WriteBufferRequest& req,
+                           v1::WriteBufferResponse* resp);
+  void ReadBuffer(const v1::ReadBufferRequest& req,
+                  v1::ReadBufferResponse* resp, Done done);
+  absl::Status CopyBuffer(const v1::CopyBufferRequest& req,
+                          v1::CopyBufferResponse* resp);
+  absl::Status FillBuffer(const v1::FillBufferRequest& req,
+                          v1::FillBufferResponse* resp);
+
+  absl::Status LaunchKernel(const v1::LaunchKernelRequest& req,
+                            v1::LaunchKernelResponse* resp);
+
+  // Lease bookkeeping: any request or open stream keeps the session alive.
+  void Touch() {
+    last_used_ns_.store(absl::GetCurrentTimeNanos(), std::memory_order_relaxed);
+  }
+  absl::Time last_used() const {
+    return absl::FromUnixNanos(last_used_ns_.load(std::memory_order_relaxed));
+  }
+  void StreamOpened() { open_streams_.fetch_add(1); }
+  void StreamClosed() {
+    Touch();
+    open_streams_.fetch_sub(1);
+  }
+  int open_streams() const { return open_streams_.load(); }
+
+  // Tears everything down, in order: refuse new operations; release every
+  // wait the queues are stalled on (its flags) and every host wait; wait
+  // for and destroy the queues; destroy events and flags; free buffers;
+  // close notification streams. Blocks until queued work has drained, so
+  // call it off the RPC threads. Idempotent.
+  void Teardown();
+
+ private:
+  Session(std::string id, SessionContext ctx) : id_(std::move(id)), ctx_(ctx) {}
+
+  template <typename T>
+  absl::StatusOr<std::shared_ptr<T>> Find(uint64_t id, absl::string_view field);
+  // A queue that accepts work: NOT_FOUND if unknown, FAILED_PRECONDITION if
+  // it holds a sticky error.
+  absl::StatusOr<std::shared_ptr<backend::Queue>> FindLiveQueue(uint64_t id);
+  // Checks room for one more object (and one more queue if `queue`).
+  absl::Status CheckQuota(bool queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::shared_ptr<backend::Buffer>> FindRange(
+      uint64_t buffer_id, absl::string_view id_field, uint64_t offset,
+      uint64_t size, absl::string_view what);
+  absl::StatusOr<std::shared_ptr<backend::Queue>> NewQueue(int32_t priority,
+                                                          uint64_t* id_out,
+                                                          uint64_t requested)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::string id_;
+  const SessionContext ctx_;
+  uint64_t default_queue_id_ = 0;
+  // Shared with queue callbacks, which may outlive the session.
+  const std::shared_ptr<NotificationHub> notifications_ =
+      std::make_shared<NotificationHub>();
+  std::atomic<int64_t> last_used_ns_{absl::GetCurrentTimeNanos()};
+  std::atomic<int> open_streams_{0};
+
+  absl::Mutex mu_;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  ObjectTable objects_ ABSL_GUARDED_BY(mu_);
+  uint32_t queue_count_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace gpustream::session
+
+#endif  // GPUSTREAM_SERVER_SESSION_SESSION_H_

@@ -1,0 +1,204 @@
+// Session lifecycle: ids, leases and background teardown.
+#include "server/session/session_manager.h"
+
+#include <sys/random.h>
+
+#include <algorithm>
+
+#include "absl/status/status.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+
+namespace gpustream::session {
+namespace {
+
+// 128 bits from the kernel's CSPRNG, hex-encoded: unguessable.
+std::string NewSessionId() {
+  char bytes[16];
+  size_t got = 0;
+  while (got < sizeof(bytes)) {
+    ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
+    if (n > 0) got += n;
+  }
+  return absl::BytesToHexString(absl::string_view(bytes, sizeof(bytes)));
+}
+
+}  // namespace
+
+SessionManager::SessionManager(std::vector<DeviceSlot> devices,
+                               util::TimerThread* timer,
+                               ManagerOptions options)
+    : devices_(std::move(devices)),
+      timer_(timer),
+      options_(options),
+      housekeeper_(&SessionManager::Housekeep, this) {}
+
+SessionManager::~SessionManager() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    for (auto& [id, entry] : sessions_) {
+      chores_.push_back([session = std::move(entry.session)] {
+        session->Teardown();
+      });
+    }
+    sessions_.clear();
+  }
+  housekeeper_.join();
+}
+
+absl::Status SessionManager::Open(const v1::OpenSessionRequest& req,
+                                  v1::OpenSessionResponse* resp) {
+  if (req.device_id() >= devices_.size()) {
+    return absl::NotFoundError(absl::StrCat("unknown device_id ",
+                                            req.device_id(), ": the daemon has ",
+                                            devices_.size(), " device(s)"));
+  }
+  const uint32_t lease_s = std::min(
+      req.lease_seconds() == 0 ? options_.default_lease_seconds
+                               : req.lease_seconds(),
+      options_.max_lease_seconds);
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::UnavailableError("daemon shutting down");
+    if (sessions_.size() >= options_.max_sessions) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the daemon serves the maximum of ", options_.max_sessions,
+          " sessions"));
+    }
+  }
+  const DeviceSlot& slot = devices_[req.device_id()];
+  auto session = Session::Create(
+      NewSessionId(),
+      {slot.device, slot.modules, timer_, options_.session_limits});
+  if (!session.ok()) return session.status();
+  resp->set_session_id((*session)->id());
+  resp->set_default_queue_id((*session)->default_queue_id());
+  resp->set_lease_seconds(lease_s);
+  absl::MutexLock lock(&mu_);
+  sessions_.emplace((*session)->id(),
+                    Entry{*std::move(session), absl::Seconds(lease_s)});
+  return absl::OkStatus();
+}
+
+void SessionManager::Close(const std::string& session_id,
+                           absl::AnyInvocable<void(absl::Status)> done) {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(session_id);
+  // `done` always runs on the housekeeping thread, never under the lock.
+  if (it == sessions_.end()) {
+    chores_.push_back([done = std::move(done), session_id]() mutable {
+      done(absl::NotFoundError(
+          absl::StrCat("unknown session_id '", session_id, "'")));
+    });
+    return;
+  }
+  chores_.push_back([session = std::move(it->second.session),
+                     done = std::move(done)]() mutable {
+    session->Teardown();
+    done(absl::OkStatus());
+  });
+  sessions_.erase(it);
+}
+
+absl::Status SessionManager::KeepAlive(const v1::KeepAliveRequest& req,
+                                       v1::KeepAliveResponse* resp) {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(req.session_id());
+  if (it == sessions_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("unknown session_id '", req.session_id(), "'"));
+  }
+  it->second.session->Touch();
+  it->second.warned = false;
+  resp->set_lease_seconds(absl::ToInt64Seconds(it->second.lease));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<Session>> SessionManager::Find(
+    const std::string& session_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(session_id);
+  if (it == sessions_.end()) {
+    if (stopping_) return absl::UnavailableError("daemon shutting down");
+    return absl::NotFoundError(
+        absl::StrCat("unknown session_id '", session_id, "'"));
+  }
+  it->second.session->Touch();
+  it->second.warned = false;
+  return it->second.session;
+}
+
+void SessionManager::CloseAll() {
+  absl::Notification done;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, entry] : sessions_) {
+      chores_.push_back([session = std::move(entry.session)] {
+        session->Teardown();
+      });
+    }
+    sessions_.clear();
+    chores_.push_back([&done] { done.Notify(); });
+  }
+  done.WaitForNotification();
+}
+
+size_t SessionManager::session_count() {
+  absl::MutexLock lock(&mu_);
+  return sessions_.size();
+}
+
+void SessionManager::CheckLeases() {
+  const absl::Time now = absl::Now();
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    Entry& entry = it->second;
+    if (entry.session->open_streams() > 0) {
+      ++it;
+      continue;
+    }
+    const absl::Duration idle = now - entry.session->last_used();
+    if (idle >= entry.lease) {
+      chores_.push_back([session = std::move(entry.session)] {
+        session->Teardown();
+      });
+      sessions_.erase(it++);
+      continue;
+    }
+    // Warn once per idle spell, when a quarter of the lease is left.
+    if (!entry.warned && idle >= entry.lease * 3 / 4) {
+      entry.warned = true;
+      v1::Notification n;
+      n.mutable_lease_expiring()->set_seconds_left(
+          static_cast<uint32_t>(absl::ToInt64Seconds(entry.lease - idle)));
+      chores_.push_back([session = entry.session, n] {
+        session->notifications().Publish(n);
+      });
+    }
+    ++it;
+  }
+}
+
+void SessionManager::Housekeep() {
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    auto has_chores = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !chores_.empty() || stopping_;
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&has_chores),
+                         options_.lease_check_period);
+    CheckLeases();
+    while (!chores_.empty()) {
+      auto chore = std::move(chores_.front());
+      chores_.pop_front();
+      mu_.Unlock();
+      chore();
+      chore = nullptr;
+      mu_.Lock();
+    }
+    if (stopping_) return;
+  }
+}
+
+}  // namespace gpustream::session

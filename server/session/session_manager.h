@@ -1,0 +1,89 @@
+// Opens, finds, keeps alive and tears down sessions; owns their leases.
+#ifndef GPUSTREAM_SERVER_SESSION_SESSION_MANAGER_H_
+#define GPUSTREAM_SERVER_SESSION_SESSION_MANAGER_H_
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "proto/gpustream/v1/gpustream.pb.h"
+#include "server/session/session.h"
+
+namespace gpustream::session {
+
+struct ManagerOptions {
+  uint32_t max_sessions = 256;
+  uint32_t default_lease_seconds = 60;
+  uint32_t max_lease_seconds = 3600;
+  SessionLimits session_limits;
+  // How often leases are checked.
+  absl::Duration lease_check_period = absl::Milliseconds(200);
+};
+
+// One device the manager can open sessions on.
+struct DeviceSlot {
+  backend::Device* device;
+  const modules::ModuleRegistry* modules;
+};
+
+// Teardowns (close, lease expiry) run on the manager's housekeeping thread,
+// never on the caller's. Thread-safe.
+class SessionManager {
+ public:
+  SessionManager(std::vector<DeviceSlot> devices, util::TimerThread* timer,
+                 ManagerOptions options);
+  // Tears down every session that is left.
+  ~SessionManager();
+  SessionManager(const SessionManager&) = delete;
+  SessionManager& operator=(const SessionManager&) = delete;
+
+  absl::Status Open(const v1::OpenSessionRequest& req,
+                    v1::OpenSessionResponse* resp);
+  // Removes the session at once (later lookups fail) and tears it down in
+  // the background; `done` runs when teardown has finished.
+  void Close(const std::string& session_id,
+             absl::AnyInvocable<void(absl::Status)> done);
+  absl::Status KeepAlive(const v1::KeepAliveRequest& req,
+                         v1::KeepAliveResponse* resp);
+
+  // The live session, its lease renewed; NOT_FOUND naming session_id.
+  absl::StatusOr<std::shared_ptr<Session>> Find(const std::string& session_id);
+
+  size_t session_count();
+
+  // Tears down every session and returns once all teardowns have finished
+  // (daemon shutdown: releases the waits that RPCs may still be parked on).
+  void CloseAll();
+
+ private:
+  struct Entry {
+    std::shared_ptr<Session> session;
+    absl::Duration lease;
+    bool warned = false;  // LeaseExpiring sent for the current idle spell.
+  };
+
+  void Housekeep();
+  void CheckLeases() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::vector<DeviceSlot> devices_;
+  util::TimerThread* const timer_;
+  const ManagerOptions options_;
+
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Entry> sessions_ ABSL_GUARDED_BY(mu_);
+  std::deque<absl::AnyInvocable<void()>> chores_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread housekeeper_;
+};
+
+}  // namespace gpustream::session
+
+#endif  // GPUSTREAM_SERVER_SESSION_SESSION_MANAGER_H_
