@@ -76,8 +76,9 @@ absl::Status SessionManager::Open(const v1::OpenSessionRequest& req,
   resp->set_session_id((*session)->id());
   resp->set_default_queue_id((*session)->default_queue_id());
   resp->set_lease_seconds(lease_s);
+  std::string id = (*session)->id();
   absl::MutexLock lock(&mu_);
-  sessions_.emplace((*session)->id(),
+  sessions_.emplace(std::move(id),
                     Entry{*std::move(session), absl::Seconds(lease_s)});
   return absl::OkStatus();
 }

@@ -1,0 +1,61 @@
+// The entry point of the C++ client: connect to gpustreamd, discover
+// devices and modules, open sessions.
+#ifndef GPUSTREAM_CLIENT_CLIENT_H_
+#define GPUSTREAM_CLIENT_CLIENT_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+#include "client/session.h"
+#include "proto/gpustream/v1/gpustream.grpc.pb.h"
+
+namespace gpustream::client {
+
+struct SessionOptions {
+  uint32_t device_id = 0;
+  std::string client_name;
+  uint32_t lease_seconds = 0;  // 0: the server's default.
+};
+
+// Thread-safe; cheap to copy (shares the channel).
+class Client {
+ public:
+  // The protocol versions this library speaks.
+  static constexpr uint32_t kMinVersion = 1;
+  static constexpr uint32_t kMaxVersion = 1;
+
+  // `target`: "unix:/path" or "host:port". Negotiates the protocol version
+  // (FAILED_PRECONDITION if none is shared; UNAVAILABLE if nobody answers
+  // within `timeout`).
+  static absl::StatusOr<Client> Connect(
+      const std::string& target, absl::Duration timeout = absl::Seconds(10));
+  // Over an existing channel (in-process servers, custom credentials).
+  static absl::StatusOr<Client> Connect(std::shared_ptr<grpc::Channel> channel,
+                                        absl::Duration timeout = absl::Seconds(10));
+
+  uint32_t protocol_version() const { return version_; }
+  std::shared_ptr<grpc::Channel> channel() const { return channel_; }
+  v1::GpuStream::Stub& stub() const { return *stub_; }
+
+  absl::StatusOr<v1::GetServerInfoResponse> server_info() const;
+  absl::StatusOr<std::vector<v1::Device>> list_devices() const;
+  absl::StatusOr<std::vector<v1::Module>> list_modules() const;
+
+  absl::StatusOr<std::unique_ptr<Session>> open_session(
+      const SessionOptions& options = {}) const;
+
+ private:
+  Client(std::shared_ptr<grpc::Channel> channel, uint32_t version);
+
+  std::shared_ptr<grpc::Channel> channel_;
+  std::shared_ptr<v1::GpuStream::Stub> stub_;
+  uint32_t version_;
+};
+
+}  // namespace gpustream::client
+
+#endif  // GPUSTREAM_CLIENT_CLIENT_H_

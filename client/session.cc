@@ -1,0 +1,62 @@
+// Session object factories.
+#include "client/session.h"
+
+namespace gpustream::client {
+
+Session::Session(std::shared_ptr<SessionCore> core)
+    : core_(std::move(core)),
+      default_queue_(core_, core_->default_queue_id(), /*owned=*/false) {}
+
+Session::~Session() { (void)close(); }
+
+Queue Session::create_queue(int32_t priority) {
+  const uint64_t id = core_->MintId();
+  core_->Enqueue([&](v1::Command& c) {
+    auto* create = c.mutable_create_queue();
+    create->set_id(id);
+    create->set_priority(priority);
+  });
+  return Queue(core_, id, /*owned=*/true);
+}
+
+Event Session::create_event(bool enable_timing) {
+  const uint64_t id = core_->MintId();
+  core_->Enqueue([&](v1::Command& c) {
+    auto* create = c.mutable_create_event();
+    create->set_id(id);
+    create->set_enable_timing(enable_timing);
+  });
+  return Event(core_, id);
+}
+
+Flag Session::create_flag() {
+  const uint64_t id = core_->MintId();
+  core_->Enqueue([&](v1::Command& c) { c.mutable_create_flag()->set_id(id); });
+  return Flag(core_, id);
+}
+
+absl::StatusOr<Buffer> Session::allocate(uint64_t size_bytes, MemoryKind kind) {
+  const uint64_t id = core_->MintId();
+  auto result = core_->Call([&](v1::Command& c) {
+    auto* alloc = c.mutable_allocate_buffer();
+    alloc->set_id(id);
+    alloc->set_size_bytes(size_bytes);
+    alloc->set_kind(kind == MemoryKind::kHostPinned
+                        ? v1::MEMORY_KIND_HOST_PINNED
+                        : v1::MEMORY_KIND_DEVICE);
+  });
+  if (!result.ok()) return result.status();
+  return Buffer(core_, id, size_bytes);
+}
+
+absl::Status Session::flush() { return core_->Flush(); }
+
+absl::Status Session::take_error() { return core_->TakeError(); }
+
+absl::Status Session::close() {
+  // Handles still alive would enqueue their destruction after the close;
+  // the core ignores commands once closed.
+  return core_->Close();
+}
+
+}  // namespace gpustream::client

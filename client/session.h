@@ -1,0 +1,54 @@
+// A session on one device: the factory of queues, events, flags, buffers.
+#ifndef GPUSTREAM_CLIENT_SESSION_H_
+#define GPUSTREAM_CLIENT_SESSION_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "client/buffer.h"
+#include "client/event.h"
+#include "client/flag.h"
+#include "client/queue.h"
+#include "client/session_core.h"
+
+namespace gpustream::client {
+
+// Thread-safe, except for the handles it returns (one thread each). Handles
+// keep the session's connection alive; closing the session (or destroying
+// it) tears down every object on the server.
+class Session {
+ public:
+  explicit Session(std::shared_ptr<SessionCore> core);
+  ~Session();  // close()s.
+
+  const std::string& id() const { return core_->id(); }
+  // The session's default queue, created with the session.
+  Queue& default_queue() { return default_queue_; }
+
+  // Pipelined: the objects are usable at once; a failure (quota exhausted)
+  // is reported by the next synchronize().
+  Queue create_queue(int32_t priority = 0);
+  Event create_event(bool enable_timing = false);
+  Flag create_flag();
+
+  // Synchronous, as cudaMalloc: RESOURCE_EXHAUSTED is reported here.
+  absl::StatusOr<Buffer> allocate(uint64_t size_bytes,
+                                  MemoryKind kind = MemoryKind::kDevice);
+
+  // Sends batched commands now (normally sent when a batch fills or a call
+  // waits for an answer).
+  absl::Status flush();
+  // Collects the first asynchronous command failure since the last check.
+  absl::Status take_error();
+  // Closes the session on the server and the streams. Idempotent.
+  absl::Status close();
+
+ private:
+  std::shared_ptr<SessionCore> core_;
+  Queue default_queue_;
+};
+
+}  // namespace gpustream::client
+
+#endif  // GPUSTREAM_CLIENT_SESSION_H_

@@ -1,0 +1,249 @@
+// The client session engine.
+#include "client/session_core.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+
+namespace gpustream::client {
+namespace {
+
+absl::Status FromGrpc(const grpc::Status& s) {
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                      s.error_message());
+}
+
+absl::Status FromProto(const v1::Status& s) {
+  return absl::Status(static_cast<absl::StatusCode>(s.code()), s.message());
+}
+
+}  // namespace
+
+SessionCore::SessionCore(std::shared_ptr<grpc::Channel> channel,
+                         std::string session_id, uint64_t default_queue_id)
+    : session_id_(std::move(session_id)),
+      default_queue_id_(default_queue_id),
+      stub_(v1::GpuStream::NewStub(channel)) {
+  stream_ = stub_->Submit(&stream_context_);
+  batch_.set_session_id(session_id_);
+  reader_ = std::thread(&SessionCore::ReadLoop, this);
+}
+
+SessionCore::~SessionCore() { (void)Close(); }
+
+uint64_t SessionCore::Enqueue(absl::FunctionRef<void(v1::Command&)> fill) {
+  absl::MutexLock lock(&batch_mu_);
+  const uint64_t seq = next_seq_++;
+  v1::Command* command = batch_.add_commands();
+  command->set_seq(seq);
+  fill(*command);
+  if (batch_.commands_size() >= kMaxBatch) (void)FlushLocked();
+  return seq;
+}
+
+absl::Status SessionCore::Flush() {
+  absl::MutexLock lock(&batch_mu_);
+  return FlushLocked();
+}
+
+absl::Status SessionCore::FlushLocked() {
+  if (batch_.commands_size() == 0) return absl::OkStatus();
+  if (writes_done_) {
+    batch_.clear_commands();
+    return absl::FailedPreconditionError(
+        absl::StrCat("session ", session_id_, " is closed"));
+  }
+  const bool ok = stream_->Write(batch_);
+  // Clear keeps the command objects allocated for the next batch.
+  batch_.clear_commands();
+  if (!ok) {
+    absl::MutexLock lock(&mu_);
+    return stream_error_.ok()
+               ? absl::UnavailableError("the Submit stream is broken")
+               : stream_error_;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::CommandResult> SessionCore::Call(
+    absl::FunctionRef<void(v1::Command&)> fill, absl::Duration timeout) {
+  auto waiter = std::make_shared<Waiter>();
+  uint64_t seq;
+  {
+    absl::MutexLock lock(&batch_mu_);
+    {
+      absl::MutexLock state(&mu_);
+      if (!stream_error_.ok()) return stream_error_;
+    }
+    seq = next_seq_++;
+    v1::Command* command = batch_.add_commands();
+    command->set_seq(seq);
+    fill(*command);
+    {
+      absl::MutexLock state(&mu_);
+      waiters_.emplace(seq, waiter);
+    }
+    if (absl::Status s = FlushLocked(); !s.ok()) {
+      absl::MutexLock state(&mu_);
+      waiters_.erase(seq);
+      return s;
+    }
+  }
+  if (!waiter->done.WaitForNotificationWithTimeout(timeout)) {
+    absl::MutexLock state(&mu_);
+    if (waiters_.erase(seq) > 0) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("no answer to command seq ", seq, " within ",
+                       absl::FormatDuration(timeout)));
+    }
+  }
+  waiter->done.WaitForNotification();  // Answered during the timeout race.
+  return std::move(waiter->result);
+}
+
+absl::Status SessionCore::TakeError() {
+  absl::MutexLock lock(&mu_);
+  absl::Status error = std::exchange(first_error_, absl::OkStatus());
+  const uint64_t more = std::exchange(more_errors_, 0);
+  if (more > 0) {
+    return absl::Status(error.code(),
+                        absl::StrCat(error.message(), " (and ", more,
+                                     " later command failure(s))"));
+  }
+  return error;
+}
+
+void SessionCore::RecordError(const absl::Status& status) {
+  absl::MutexLock lock(&mu_);
+  if (first_error_.ok()) {
+    first_error_ = status;
+  } else {
+    ++more_errors_;
+  }
+}
+
+void SessionCore::ReadLoop() {
+  v1::SubmitResponse response;
+  while (stream_->Read(&response)) {
+    for (v1::CommandResult& result : *response.mutable_results()) {
+      absl::Status status = FromProto(result.status());
+      std::shared_ptr<Waiter> waiter;
+      {
+        absl::MutexLock lock(&mu_);
+        auto it = waiters_.find(result.seq());
+        if (it != waiters_.end()) {
+          waiter = std::move(it->second);
+          waiters_.erase(it);
+        }
+      }
+      if (waiter != nullptr) {
+        if (status.ok()) {
+          waiter->result = std::move(result);
+        } else {
+          waiter->result = status;
+        }
+        waiter->done.Notify();
+      } else if (!status.ok()) {
+        RecordError(absl::Status(
+            status.code(),
+            absl::StrCat("command seq ", result.seq(), ": ", status.message())));
+      }
+    }
+  }
+  absl::Status final_status = FromGrpc(stream_->Finish());
+  if (final_status.ok()) {
+    final_status = absl::FailedPreconditionError(
+        absl::StrCat("session ", session_id_, " is closed"));
+  }
+  FailAll(final_status);
+}
+
+void SessionCore::FailAll(const absl::Status& status) {
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Waiter>> waiters;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stream_error_.ok()) stream_error_ = status;
+    waiters.swap(waiters_);
+  }
+  for (auto& [seq, waiter] : waiters) {
+    waiter->result = status;
+    waiter->done.Notify();
+  }
+}
+
+void SessionCore::AddHostFunc(uint64_t callback_id, std::function<void()> fn,
+                              uint64_t flag_id, uint64_t value) {
+  absl::MutexLock lock(&mu_);
+  host_funcs_.emplace(callback_id, HostFunc{std::move(fn), flag_id, value});
+  if (watch_context_ == nullptr && !closed_) {
+    watch_context_ = std::make_unique<grpc::ClientContext>();
+    watcher_ = std::thread(&SessionCore::WatchLoop, this);
+  }
+}
+
+void SessionCore::WatchLoop() {
+  v1::WatchNotificationsRequest request;
+  request.set_session_id(session_id_);
+  grpc::ClientContext* context;
+  {
+    absl::MutexLock lock(&mu_);
+    context = watch_context_.get();
+  }
+  auto reader = stub_->WatchNotifications(context, request);
+  v1::Notification notification;
+  while (reader->Read(&notification)) {
+    if (!notification.has_host_func_reached()) continue;
+    const uint64_t callback_id =
+        notification.host_func_reached().callback_id();
+    HostFunc host_func;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = host_funcs_.find(callback_id);
+      if (it == host_funcs_.end()) continue;
+      host_func = std::move(it->second);
+      host_funcs_.erase(it);
+    }
+    host_func.fn();
+    // Let the queue go on past its WaitHostValue.
+    Enqueue([&](v1::Command& c) {
+      auto* signal = c.mutable_signal_flag();
+      signal->set_flag_id(host_func.flag_id);
+      signal->set_value(host_func.value);
+    });
+    (void)Flush();
+  }
+  (void)reader->Finish();
+}
+
+absl::Status SessionCore::Close() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return absl::OkStatus();
+    closed_ = true;
+  }
+  absl::Status flushed = Flush();
+  // Closing on the server first releases any wait a command is parked on,
+  // so the stream can drain.
+  v1::CloseSessionRequest request;
+  request.set_session_id(session_id_);
+  v1::CloseSessionResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(60));
+  absl::Status closed = FromGrpc(stub_->CloseSession(&context, request, &response));
+  {
+    absl::MutexLock lock(&batch_mu_);
+    writes_done_ = true;
+    stream_->WritesDone();
+  }
+  reader_.join();
+  {
+    absl::MutexLock lock(&mu_);
+    if (watch_context_ != nullptr) watch_context_->TryCancel();
+  }
+  if (watcher_.joinable()) watcher_.join();
+  return flushed.ok() ? closed : flushed;
+}
+
+}  // namespace gpustream::client

@@ -1,0 +1,29 @@
+// Conversions from client types to wire fields, shared by the handles.
+#ifndef GPUSTREAM_CLIENT_WIRE_H_
+#define GPUSTREAM_CLIENT_WIRE_H_
+
+#include <algorithm>
+#include <cstdint>
+
+#include "absl/time/time.h"
+#include "client/flag.h"
+#include "proto/gpustream/v1/gpustream.pb.h"
+
+namespace gpustream::client {
+
+inline v1::WaitCondition ToProto(WaitCondition c) {
+  return c == WaitCondition::kGreaterEqual ? v1::WAIT_CONDITION_GREATER_EQUAL
+                                           : v1::WAIT_CONDITION_EQUAL;
+}
+
+// A wire timeout_ms: 0 means none; positive durations round up to >= 1 ms.
+inline uint32_t TimeoutMs(absl::Duration timeout) {
+  if (timeout <= absl::ZeroDuration()) return 0;
+  return static_cast<uint32_t>(std::clamp<int64_t>(
+      absl::ToInt64Milliseconds(absl::Ceil(timeout, absl::Milliseconds(1))), 1,
+      UINT32_MAX));
+}
+
+}  // namespace gpustream::client
+
+#endif  // GPUSTREAM_CLIENT_WIRE_H_
