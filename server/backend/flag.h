@@ -24,17 +24,17 @@ class Flag {
 
   // Host-side wait: calls `done` with the satisfying value once the
   // condition holds (at once, on this thread, if it already does), or with
-  // CANCELLED after Release(). Returns an id for CancelWait.
+  // the Release() reason. Returns an id for CancelWait.
   virtual WaitId AsyncWait(uint64_t value, WaitCondition condition,
                            WaitDone done) = 0;
 
   // Drops a pending wait without calling it (its timeout fired, say).
   virtual void CancelWait(WaitId id) = 0;
 
-  // Session teardown: every current and future wait on this flag, by a queue
-  // or the host, is released at once (host waits with CANCELLED), so nothing
-  // stays stalled on a value nobody will write.
-  virtual void Release() = 0;
+  // Session teardown or flag destruction: every current and future wait on
+  // this flag, by a queue or the host, is released at once (host waits fail
+  // with `reason`), so nothing stays stalled on a value nobody will write.
+  virtual void Release(const absl::Status& reason) = 0;
 };
 
 }  // namespace gpustream::backend

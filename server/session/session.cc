@@ -124,7 +124,9 @@ absl::StatusOr<std::shared_ptr<Session>> Session::Create(std::string id,
   return session;
 }
 
-Session::~Session() { Teardown(); }
+Session::~Session() {
+  Teardown(absl::CancelledError(absl::StrCat("session ", id_, " closed")));
+}
 
 template <typename T>
 absl::StatusOr<std::shared_ptr<T>> Session::Find(uint64_t id,
@@ -386,8 +388,9 @@ absl::Status Session::DestroyFlag(const v1::DestroyFlagRequest& req,
   }
   if (!flag.ok()) return flag.status();
   // Nobody can signal it any more: release its waiters rather than strand
-  // them (host waits end with CANCELLED).
-  (*flag)->Release();
+  // them.
+  (*flag)->Release(absl::CancelledError(
+      absl::StrCat("flag_id ", req.flag_id(), " was destroyed")));
   return absl::OkStatus();
 }
 
@@ -669,7 +672,7 @@ absl::Status Session::LaunchKernel(const v1::LaunchKernelRequest& req,
 
 // --- Teardown -------------------------------------------------------------
 
-void Session::Teardown() {
+void Session::Teardown(const absl::Status& reason) {
   absl::flat_hash_map<uint64_t, Object> objects;
   {
     absl::MutexLock lock(&mu_);
@@ -681,7 +684,7 @@ void Session::Teardown() {
   // 1. Release every wait: queues stalled on a flag, and host waits.
   for (auto& [id, object] : objects) {
     if (auto* flag = std::get_if<std::shared_ptr<Flag>>(&object)) {
-      (*flag)->Release();
+      (*flag)->Release(reason);
     }
   }
   // 2. Drain and destroy the queues (each destructor waits for its work).

@@ -131,8 +131,9 @@ class Session {
   // wait the queues are stalled on (its flags) and every host wait; wait
   // for and destroy the queues; destroy events and flags; free buffers;
   // close notification streams. Blocks until queued work has drained, so
-  // call it off the RPC threads. Idempotent.
-  void Teardown();
+  // call it off the RPC threads. Released host waits fail with `reason`.
+  // Idempotent.
+  void Teardown(const absl::Status& reason);
 
  private:
   Session(std::string id, SessionContext ctx) : id_(std::move(id)), ctx_(ctx) {}

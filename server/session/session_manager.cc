@@ -35,15 +35,10 @@ SessionManager::SessionManager(std::vector<DeviceSlot> devices,
       housekeeper_(&SessionManager::Housekeep, this) {}
 
 SessionManager::~SessionManager() {
+  CloseAll();
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
-    for (auto& [id, entry] : sessions_) {
-      chores_.push_back([session = std::move(entry.session)] {
-        session->Teardown();
-      });
-    }
-    sessions_.clear();
   }
   housekeeper_.join();
 }
@@ -97,7 +92,8 @@ void SessionManager::Close(const std::string& session_id,
   }
   chores_.push_back([session = std::move(it->second.session),
                      done = std::move(done)]() mutable {
-    session->Teardown();
+    session->Teardown(absl::CancelledError(
+        absl::StrCat("session ", session->id(), " was closed")));
     done(absl::OkStatus());
   });
   sessions_.erase(it);
@@ -137,7 +133,7 @@ void SessionManager::CloseAll() {
     absl::MutexLock lock(&mu_);
     for (auto& [id, entry] : sessions_) {
       chores_.push_back([session = std::move(entry.session)] {
-        session->Teardown();
+        session->Teardown(absl::UnavailableError("daemon shutting down"));
       });
     }
     sessions_.clear();
@@ -162,7 +158,8 @@ void SessionManager::CheckLeases() {
     const absl::Duration idle = now - entry.session->last_used();
     if (idle >= entry.lease) {
       chores_.push_back([session = std::move(entry.session)] {
-        session->Teardown();
+        session->Teardown(absl::CancelledError(
+            absl::StrCat("session ", session->id(), "'s lease expired")));
       });
       sessions_.erase(it++);
       continue;

@@ -116,7 +116,7 @@ TEST_F(CpuBackendTest, ReleaseCancelsHostWaitsAndUnblocksQueues) {
   flag->AsyncWait(1, WaitCondition::kEqual,
                   [&](absl::StatusOr<uint64_t> v) { status = v.status(); });
   q->WaitFlag(flag, 1, WaitCondition::kEqual);
-  flag->Release();
+  flag->Release(absl::CancelledError("released"));
   EXPECT_EQ(status.code(), absl::StatusCode::kCancelled);
   absl::Notification idle;
   q->OnIdle([&](absl::Status) { idle.Notify(); });

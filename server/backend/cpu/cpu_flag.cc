@@ -37,7 +37,7 @@ Flag::WaitId CpuFlag::AsyncWait(uint64_t value, WaitCondition condition,
   {
     absl::MutexLock lock(&mu_);
     if (released_) {
-      result = absl::CancelledError("flag released: its session is closing");
+      result = release_reason_;
     } else if (Satisfies(value_, value, condition)) {
       result = value_;
     } else {
@@ -55,16 +55,15 @@ void CpuFlag::CancelWait(WaitId id) {
   waiters_.erase(id);
 }
 
-void CpuFlag::Release() {
+void CpuFlag::Release(const absl::Status& reason) {
   absl::flat_hash_map<WaitId, Waiter> waiters;
   {
     absl::MutexLock lock(&mu_);
     released_ = true;
+    release_reason_ = reason;
     waiters.swap(waiters_);
   }
-  for (auto& [id, waiter] : waiters) {
-    waiter.done(absl::CancelledError("flag released: its session is closing"));
-  }
+  for (auto& [id, waiter] : waiters) waiter.done(reason);
 }
 
 void CpuFlag::BlockUntil(uint64_t value, WaitCondition condition) {

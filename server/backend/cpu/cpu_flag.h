@@ -18,7 +18,7 @@ class CpuFlag : public Flag {
   WaitId AsyncWait(uint64_t value, WaitCondition condition,
                    WaitDone done) override;
   void CancelWait(WaitId id) override;
-  void Release() override;
+  void Release(const absl::Status& reason) override;
 
   // Blocks the calling queue worker until the condition holds or the flag is
   // released.
@@ -34,6 +34,7 @@ class CpuFlag : public Flag {
   absl::Mutex mu_;
   uint64_t value_ ABSL_GUARDED_BY(mu_) = 0;
   bool released_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status release_reason_ ABSL_GUARDED_BY(mu_);
   WaitId next_wait_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<WaitId, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
 };

@@ -1,0 +1,108 @@
+// Tests of session lifecycle: opening, limits, leases and closing.
+#include "server/session/session_manager.h"
+
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "server/backend/cpu/cpu_device.h"
+
+namespace gpustream::session {
+namespace {
+
+class SessionManagerTest : public ::testing::Test {
+ protected:
+  SessionManagerTest()
+      : device_(backend::CpuDeviceOptions{1 << 20}),
+        modules_(*modules::ModuleRegistry::Create(device_, {})) {}
+
+  std::unique_ptr<SessionManager> NewManager(ManagerOptions options) {
+    options.lease_check_period = absl::Milliseconds(20);
+    return std::make_unique<SessionManager>(
+        std::vector<DeviceSlot>{{&device_, modules_.get()}}, &timer_, options);
+  }
+
+  util::TimerThread timer_;
+  backend::CpuDevice device_;
+  std::unique_ptr<modules::ModuleRegistry> modules_;
+};
+
+TEST_F(SessionManagerTest, SessionIdsAreLongAndDistinct) {
+  auto manager = NewManager({});
+  v1::OpenSessionResponse a, b;
+  ASSERT_TRUE(manager->Open({}, &a).ok());
+  ASSERT_TRUE(manager->Open({}, &b).ok());
+  EXPECT_EQ(a.session_id().size(), 32u);  // 128 bits, hex.
+  EXPECT_NE(a.session_id(), b.session_id());
+  EXPECT_EQ(a.lease_seconds(), 60u);
+  EXPECT_TRUE(manager->Find(a.session_id()).ok());
+  EXPECT_EQ(manager->Find("nope").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(SessionManagerTest, MaxSessionsAndUnknownDevice) {
+  ManagerOptions options;
+  options.max_sessions = 1;
+  auto manager = NewManager(options);
+  v1::OpenSessionResponse resp;
+  ASSERT_TRUE(manager->Open({}, &resp).ok());
+  EXPECT_EQ(manager->Open({}, &resp).code(),
+            absl::StatusCode::kResourceExhausted);
+  v1::OpenSessionRequest other_device;
+  other_device.set_device_id(3);
+  EXPECT_EQ(manager->Open(other_device, &resp).code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(SessionManagerTest, LeaseExpiresUnlessKeptAlive) {
+  auto manager = NewManager({});
+  v1::OpenSessionRequest req;
+  req.set_lease_seconds(1);
+  v1::OpenSessionResponse kept, dropped;
+  ASSERT_TRUE(manager->Open(req, &kept).ok());
+  ASSERT_TRUE(manager->Open(req, &dropped).ok());
+  // Keep one alive for 1.6 s, past the other's 1 s lease.
+  for (int i = 0; i < 8; ++i) {
+    absl::SleepFor(absl::Milliseconds(200));
+    v1::KeepAliveRequest keep;
+    keep.set_session_id(kept.session_id());
+    v1::KeepAliveResponse keep_resp;
+    ASSERT_TRUE(manager->KeepAlive(keep, &keep_resp).ok());
+  }
+  EXPECT_TRUE(manager->Find(kept.session_id()).ok());
+  EXPECT_EQ(manager->Find(dropped.session_id()).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(SessionManagerTest, OpenStreamHoldsTheLease) {
+  auto manager = NewManager({});
+  v1::OpenSessionRequest req;
+  req.set_lease_seconds(1);
+  v1::OpenSessionResponse resp;
+  ASSERT_TRUE(manager->Open(req, &resp).ok());
+  auto session = *manager->Find(resp.session_id());
+  session->StreamOpened();
+  absl::SleepFor(absl::Milliseconds(1500));
+  EXPECT_EQ(manager->session_count(), 1u);
+  session->StreamClosed();
+  absl::SleepFor(absl::Milliseconds(1500));
+  EXPECT_EQ(manager->session_count(), 0u);
+}
+
+TEST_F(SessionManagerTest, CloseTearsDownInTheBackground) {
+  auto manager = NewManager({});
+  v1::OpenSessionResponse resp;
+  ASSERT_TRUE(manager->Open({}, &resp).ok());
+  absl::Notification closed;
+  manager->Close(resp.session_id(), [&](absl::Status s) {
+    EXPECT_TRUE(s.ok());
+    closed.Notify();
+  });
+  ASSERT_TRUE(closed.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  absl::Notification again;
+  manager->Close(resp.session_id(), [&](absl::Status s) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+    again.Notify();
+  });
+  ASSERT_TRUE(again.WaitForNotificationWithTimeout(absl::Seconds(10)));
+}
+
+}  // namespace
+}  // namespace gpustream::session

@@ -1,0 +1,299 @@
+// Unit tests of one session against the CPU backend: ids, validation,
+// ordering of async completions, and teardown.
+#include "server/session/session.h"
+
+#include <cstring>
+
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "server/backend/cpu/cpu_device.h"
+
+namespace gpustream::session {
+namespace {
+
+using ::absl::StatusCode;
+
+class SessionTest : public ::testing::Test {
+ protected:
+  SessionTest()
+      : device_(backend::CpuDeviceOptions{1 << 20}),
+        modules_(*modules::ModuleRegistry::Create(device_, {})) {
+    SessionLimits limits;
+    limits.max_queues = 3;
+    limits.max_objects = 16;
+    session_ = *Session::Create("s1", {&device_, modules_.get(), &timer_, limits});
+  }
+
+  uint64_t NewBuffer(uint64_t id, uint64_t size) {
+    v1::AllocateBufferRequest req;
+    req.set_id(id);
+    req.set_size_bytes(size);
+    v1::AllocateBufferResponse resp;
+    EXPECT_TRUE(session_->AllocateBuffer(req, &resp).ok());
+    return resp.buffer_id();
+  }
+
+  // Synchronizes the queue and returns the status.
+  absl::Status Sync(uint64_t queue_id, uint32_t timeout_ms = 0) {
+    v1::SynchronizeQueueRequest req;
+    req.set_queue_id(queue_id);
+    req.set_timeout_ms(timeout_ms);
+    absl::Notification done;
+    absl::Status status;
+    session_->SynchronizeQueue(req, nullptr, [&](absl::Status s) {
+      status = s;
+      done.Notify();
+    });
+    done.WaitForNotification();
+    return status;
+  }
+
+  std::string Read(uint64_t queue_id, uint64_t buffer_id, uint64_t size) {
+    v1::ReadBufferRequest req;
+    req.set_queue_id(queue_id);
+    req.set_buffer_id(buffer_id);
+    req.set_size(size);
+    v1::ReadBufferResponse resp;
+    absl::Notification done;
+    session_->ReadBuffer(req, &resp, [&](absl::Status s) {
+      EXPECT_TRUE(s.ok()) << s;
+      done.Notify();
+    });
+    done.WaitForNotification();
+    return resp.data();
+  }
+
+  absl::Status Launch(uint64_t queue, const std::string& kernel,
+                      std::vector<v1::KernelArg> args, uint32_t grid = 1,
+                      uint32_t block = 1) {
+    v1::LaunchKernelRequest req;
+    req.set_queue_id(queue);
+    req.set_module("samples");
+    req.set_kernel(kernel);
+    req.mutable_grid()->set_x(grid);
+    req.mutable_block()->set_x(block);
+    for (auto& a : args) *req.add_args() = a;
+    v1::LaunchKernelResponse resp;
+    return session_->LaunchKernel(req, &resp);
+  }
+
+  static v1::KernelArg Buf(uint64_t id) {
+    v1::KernelArg a;
+    a.mutable_buffer()->set_buffer_id(id);
+    return a;
+  }
+  static v1::KernelArg U64(uint64_t v) {
+    v1::KernelArg a;
+    a.set_u64(v);
+    return a;
+  }
+  static v1::KernelArg U32(uint32_t v) {
+    v1::KernelArg a;
+    a.set_u32(v);
+    return a;
+  }
+
+  util::TimerThread timer_;
+  backend::CpuDevice device_;
+  std::unique_ptr<modules::ModuleRegistry> modules_;
+  std::shared_ptr<Session> session_;
+};
+
+TEST_F(SessionTest, ClientAndServerIdsShareOneSpace) {
+  EXPECT_GE(session_->default_queue_id(), kFirstServerId);
+  v1::CreateFlagRequest flag;
+  flag.set_id(5);
+  v1::CreateFlagResponse flag_resp;
+  ASSERT_TRUE(session_->CreateFlag(flag, &flag_resp).ok());
+  EXPECT_EQ(flag_resp.flag_id(), 5u);
+
+  v1::CreateEventRequest event;
+  event.set_id(5);  // Taken by the flag: one id space.
+  v1::CreateEventResponse event_resp;
+  EXPECT_EQ(session_->CreateEvent(event, &event_resp).code(),
+            StatusCode::kAlreadyExists);
+  event.set_id(kFirstServerId + 9);
+  auto s = session_->CreateEvent(event, &event_resp);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("server-assigned range"), std::string::npos);
+  event.set_id(0);
+  ASSERT_TRUE(session_->CreateEvent(event, &event_resp).ok());
+  EXPECT_GT(event_resp.event_id(), session_->default_queue_id());
+
+  // A flag id used where a queue id is expected is "not a queue".
+  v1::WriteFlagRequest write;
+  write.set_queue_id(5);
+  write.set_flag_id(5);
+  v1::WriteFlagResponse write_resp;
+  auto wrong_kind = session_->WriteFlag(write, &write_resp);
+  EXPECT_EQ(wrong_kind.code(), StatusCode::kNotFound);
+  EXPECT_NE(wrong_kind.message().find("queue_id 5"), std::string::npos);
+}
+
+TEST_F(SessionTest, QueueQuotaIsEnforced) {
+  v1::CreateQueueRequest req;
+  v1::CreateQueueResponse resp;
+  ASSERT_TRUE(session_->CreateQueue(req, &resp).ok());
+  ASSERT_TRUE(session_->CreateQueue(req, &resp).ok());
+  // The default queue counts: 3 of 3.
+  EXPECT_EQ(session_->CreateQueue(req, &resp).code(),
+            StatusCode::kResourceExhausted);
+  req.set_priority(-1);
+  EXPECT_EQ(session_->CreateQueue(req, &resp).code(), StatusCode::kOutOfRange);
+}
+
+TEST_F(SessionTest, LaunchValidatesBeforeTheDevice) {
+  const uint64_t q = session_->default_queue_id();
+  const uint64_t b = NewBuffer(1, 16);
+  EXPECT_EQ(Launch(q, "fill_u32", {Buf(b), U32(1)}).code(),
+            StatusCode::kInvalidArgument);  // Arg count.
+  auto kind = Launch(q, "fill_u32", {Buf(b), U64(1), U64(4)});
+  EXPECT_EQ(kind.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(kind.message().find("args[1]"), std::string::npos);
+  auto foreign = Launch(q, "fill_u32", {Buf(77), U32(1), U64(4)});
+  EXPECT_EQ(foreign.code(), StatusCode::kNotFound);
+  EXPECT_NE(foreign.message().find("args[0].buffer_id 77"), std::string::npos);
+  EXPECT_EQ(Launch(q, "fill_u32", {Buf(b), U32(1), U64(4)}, 0).code(),
+            StatusCode::kInvalidArgument);  // grid.x == 0.
+  EXPECT_EQ(Launch(q, "fill_u32", {Buf(b), U32(1), U64(4)}, 1, 2048).code(),
+            StatusCode::kOutOfRange);  // Beyond max block.
+  EXPECT_EQ(Launch(q, "nosuch", {}).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(Launch(q, "fill_u32", {Buf(b), U32(9), U64(4)}, 1, 4).ok());
+  std::string bytes = Read(q, b, 16);
+  uint32_t v[4];
+  std::memcpy(v, bytes.data(), 16);
+  EXPECT_EQ(v[0], 9u);
+  EXPECT_EQ(v[3], 9u);
+}
+
+TEST_F(SessionTest, BufferRangesAreChecked) {
+  const uint64_t q = session_->default_queue_id();
+  const uint64_t b = NewBuffer(1, 16);
+  v1::WriteBufferRequest write;
+  write.set_queue_id(q);
+  write.set_buffer_id(b);
+  write.set_offset(10);
+  write.set_data(std::string(8, 'x'));
+  v1::WriteBufferResponse write_resp;
+  auto s = session_->WriteBuffer(write, &write_resp);
+  EXPECT_EQ(s.code(), StatusCode::kOutOfRange);
+  EXPECT_NE(s.message().find("buffer_id 1 of 16 bytes"), std::string::npos);
+  v1::FillBufferRequest fill;
+  fill.set_queue_id(q);
+  fill.set_buffer_id(b);
+  fill.set_size(6);
+  v1::FillBufferResponse fill_resp;
+  EXPECT_EQ(session_->FillBuffer(fill, &fill_resp).code(),
+            StatusCode::kInvalidArgument);
+  fill.set_size(8);
+  fill.set_offset(UINT64_MAX - 2);  // Overflow must not wrap around.
+  EXPECT_EQ(session_->FillBuffer(fill, &fill_resp).code(),
+            StatusCode::kOutOfRange);
+}
+
+TEST_F(SessionTest, DeviceFaultIsStickyThenFailedPrecondition) {
+  const uint64_t q = session_->default_queue_id();
+  const uint64_t b = NewBuffer(1, 8);
+  // 64 elements into 8 bytes: the kernel reports a fault on the device.
+  ASSERT_TRUE(Launch(q, "fill_u32", {Buf(b), U32(1), U64(64)}, 1, 64).ok());
+  EXPECT_EQ(Sync(q).code(), StatusCode::kInternal);
+  EXPECT_EQ(Sync(q).code(), StatusCode::kInternal);  // Sticky.
+  EXPECT_EQ(Launch(q, "noop", {}).code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_F(SessionTest, SynchronizeTimesOutWithoutCancellingWork) {
+  const uint64_t q = session_->default_queue_id();
+  ASSERT_TRUE(Launch(q, "spin_ns", {U64(300'000'000)}).ok());
+  EXPECT_EQ(Sync(q, 20).code(), StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(Sync(q).ok());
+}
+
+TEST_F(SessionTest, HostWaitOnFlagTimesOutThenSucceeds) {
+  v1::CreateFlagRequest create;
+  create.set_id(3);
+  v1::CreateFlagResponse created;
+  ASSERT_TRUE(session_->CreateFlag(create, &created).ok());
+  v1::WaitFlagRequest wait;
+  wait.set_flag_id(3);
+  wait.set_value(2);
+  wait.set_condition(v1::WAIT_CONDITION_GREATER_EQUAL);
+  wait.set_timeout_ms(20);
+  v1::WaitFlagResponse resp;
+  absl::Notification timed_out;
+  session_->WaitFlag(wait, &resp, [&](absl::Status s) {
+    EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded);
+    timed_out.Notify();
+  });
+  timed_out.WaitForNotification();
+  wait.set_timeout_ms(0);
+  absl::Notification satisfied;
+  session_->WaitFlag(wait, &resp, [&](absl::Status s) {
+    EXPECT_TRUE(s.ok());
+    satisfied.Notify();
+  });
+  v1::SignalFlagRequest signal;
+  signal.set_flag_id(3);
+  signal.set_value(5);
+  v1::SignalFlagResponse signaled;
+  ASSERT_TRUE(session_->SignalFlag(signal, &signaled).ok());
+  satisfied.WaitForNotification();
+  EXPECT_EQ(resp.value(), 5u);
+}
+
+TEST_F(SessionTest, TeardownReleasesWaitsAndMemory) {
+  const uint64_t q = session_->default_queue_id();
+  const uint64_t free_before = device_.memory().free_bytes;
+  const uint64_t b = NewBuffer(1, 4096);
+  v1::CreateFlagRequest create;
+  create.set_id(2);
+  v1::CreateFlagResponse created;
+  ASSERT_TRUE(session_->CreateFlag(create, &created).ok());
+  v1::WaitHostValueRequest gate;
+  gate.set_queue_id(q);
+  gate.set_flag_id(2);
+  gate.set_value(1);
+  v1::WaitHostValueResponse gated;
+  ASSERT_TRUE(session_->WaitHostValue(gate, &gated).ok());
+  ASSERT_TRUE(Launch(q, "fill_u32", {Buf(b), U32(1), U64(4)}).ok());
+  v1::WaitFlagRequest wait;
+  wait.set_flag_id(2);
+  wait.set_value(99);
+  v1::WaitFlagResponse waited;
+  absl::Notification released;
+  session_->WaitFlag(wait, &waited, [&](absl::Status s) {
+    EXPECT_EQ(s.code(), StatusCode::kCancelled);
+    released.Notify();
+  });
+  EXPECT_LT(device_.memory().free_bytes, free_before);
+  session_->Teardown(absl::CancelledError("test teardown"));
+  EXPECT_TRUE(released.HasBeenNotified());
+  EXPECT_EQ(device_.memory().free_bytes, free_before);
+  v1::CreateQueueRequest req;
+  v1::CreateQueueResponse resp;
+  EXPECT_EQ(session_->CreateQueue(req, &resp).code(), StatusCode::kNotFound);
+}
+
+TEST_F(SessionTest, HostFuncPublishesNotification) {
+  class Sink : public NotificationSink {
+   public:
+    void Deliver(const v1::Notification& n) override {
+      callback_id = n.host_func_reached().callback_id();
+      got.Notify();
+    }
+    void Close() override {}
+    uint64_t callback_id = 0;
+    absl::Notification got;
+  } sink;
+  session_->notifications().Attach(&sink);
+  v1::EnqueueHostFuncRequest req;
+  req.set_queue_id(session_->default_queue_id());
+  req.set_callback_id(1234);
+  v1::EnqueueHostFuncResponse resp;
+  ASSERT_TRUE(session_->EnqueueHostFunc(req, &resp).ok());
+  ASSERT_TRUE(sink.got.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(sink.callback_id, 1234u);
+  session_->notifications().Detach(&sink);
+}
+
+}  // namespace
+}  // namespace gpustream::session
