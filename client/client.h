@@ -3,11 +3,11 @@
 #ifndef GPUSTREAM_CLIENT_CLIENT_H_
 #define GPUSTREAM_CLIENT_CLIENT_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
 #include "client/session.h"
@@ -34,8 +34,9 @@ class Client {
   static absl::StatusOr<Client> Connect(
       const std::string& target, absl::Duration timeout = absl::Seconds(10));
   // Over an existing channel (in-process servers, custom credentials).
-  static absl::StatusOr<Client> Connect(std::shared_ptr<grpc::Channel> channel,
-                                        absl::Duration timeout = absl::Seconds(10));
+  static absl::StatusOr<Client> Connect(
+      std::shared_ptr<grpc::Channel> channel,
+      absl::Duration timeout = absl::Seconds(10));
 
   uint32_t protocol_version() const { return version_; }
   std::shared_ptr<grpc::Channel> channel() const { return channel_; }

@@ -27,9 +27,9 @@ class Flag : public Handle {
   absl::StatusOr<uint64_t> load();
   // Blocks until the flag satisfies the condition; returns the value seen.
   // A zero timeout waits without limit.
-  absl::StatusOr<uint64_t> wait(
-      uint64_t value, WaitCondition condition = WaitCondition::kEqual,
-      absl::Duration timeout = absl::ZeroDuration());
+  absl::StatusOr<uint64_t> wait(uint64_t value,
+                                WaitCondition condition = WaitCondition::kEqual,
+                                absl::Duration timeout = absl::ZeroDuration());
 };
 
 }  // namespace gpustream::client

@@ -16,10 +16,11 @@ void SetDim3(const Dim3& d, v1::Dim3* out) {
 
 Queue::Queue(std::shared_ptr<SessionCore> core, uint64_t id, bool owned)
     : Handle(std::move(core), id,
-             owned ? +[](v1::Command& c, uint64_t id) {
-               c.mutable_destroy_queue()->set_queue_id(id);
-             }
-                   : nullptr) {}
+             owned
+                 ? +[](v1::Command& c,
+                       uint64_t
+                           id) { c.mutable_destroy_queue()->set_queue_id(id); }
+                 : nullptr) {}
 
 Event Queue::record_event(bool enable_timing) {
   const uint64_t event_id = core().MintId();
@@ -173,9 +174,8 @@ absl::Status Queue::synchronize(absl::Duration timeout) {
 }
 
 absl::StatusOr<bool> Queue::is_idle() {
-  auto result = core().Call([&](v1::Command& c) {
-    c.mutable_query_queue()->set_queue_id(id());
-  });
+  auto result = core().Call(
+      [&](v1::Command& c) { c.mutable_query_queue()->set_queue_id(id()); });
   if (!result.ok()) return result.status();
   return result->query_queue().idle();
 }

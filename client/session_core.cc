@@ -146,8 +146,8 @@ void SessionCore::ReadLoop() {
         waiter->done.Notify();
       } else if (!status.ok()) {
         RecordError(absl::Status(
-            status.code(),
-            absl::StrCat("command seq ", result.seq(), ": ", status.message())));
+            status.code(), absl::StrCat("command seq ", result.seq(), ": ",
+                                        status.message())));
       }
     }
   }
@@ -194,8 +194,7 @@ void SessionCore::WatchLoop() {
   v1::Notification notification;
   while (reader->Read(&notification)) {
     if (!notification.has_host_func_reached()) continue;
-    const uint64_t callback_id =
-        notification.host_func_reached().callback_id();
+    const uint64_t callback_id = notification.host_func_reached().callback_id();
     HostFunc host_func;
     {
       absl::MutexLock lock(&mu_);
@@ -231,7 +230,8 @@ absl::Status SessionCore::Close() {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::seconds(60));
-  absl::Status closed = FromGrpc(stub_->CloseSession(&context, request, &response));
+  absl::Status closed =
+      FromGrpc(stub_->CloseSession(&context, request, &response));
   {
     absl::MutexLock lock(&batch_mu_);
     writes_done_ = true;

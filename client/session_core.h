@@ -3,14 +3,14 @@
 #ifndef GPUSTREAM_CLIENT_SESSION_CORE_H_
 #define GPUSTREAM_CLIENT_SESSION_CORE_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <thread>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -94,8 +94,8 @@ class SessionCore {
   std::atomic<uint64_t> next_id_{1};
 
   grpc::ClientContext stream_context_;
-  std::unique_ptr<grpc::ClientReaderWriter<v1::SubmitRequest,
-                                           v1::SubmitResponse>>
+  std::unique_ptr<
+      grpc::ClientReaderWriter<v1::SubmitRequest, v1::SubmitResponse>>
       stream_;
   std::thread reader_;
 

@@ -18,17 +18,18 @@ namespace gs = gpustream::client;
 
 namespace {
 
-#define CHECK_OK(expr)                                                  \
-  do {                                                                  \
-    if (auto _s = (expr); !_s.ok()) {                                   \
-      std::fprintf(stderr, "demo: %s failed: %s\n", #expr,              \
-                   _s.ToString().c_str());                              \
-      return 1;                                                         \
-    }                                                                   \
+#define CHECK_OK(expr)                                     \
+  do {                                                     \
+    if (auto _s = (expr); !_s.ok()) {                      \
+      std::fprintf(stderr, "demo: %s failed: %s\n", #expr, \
+                   _s.ToString().c_str());                 \
+      return 1;                                            \
+    }                                                      \
   } while (0)
 
 const char* KindName(int kind) {
-  return gpustream::v1::ParamKind_Name(kind).c_str() + sizeof("PARAM_KIND_") - 1;
+  return gpustream::v1::ParamKind_Name(kind).c_str() + sizeof("PARAM_KIND_") -
+         1;
 }
 
 int Run() {
@@ -76,7 +77,11 @@ int Run() {
   CHECK_OK(c.status());
   gs::Queue qa = s.create_queue(), qb = s.create_queue();
   gs::Queue& consumer = s.default_queue();
-  auto bits = [](float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; };
+  auto bits = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+  };
   qa.launch("samples", "fill_u32", grid, block, {*a, bits(1.5f), n});
   qb.launch("samples", "fill_u32", grid, block, {*b, bits(2.25f), n});
   gs::Event a_ready = qa.record_event(), b_ready = qb.record_event();
@@ -94,10 +99,10 @@ int Run() {
   for (float v : *result) wrong += v != want;
   auto ms = end.elapsed_ms_since(start);
   CHECK_OK(ms.status());
-  std::printf("vector_add + saxpy on %llu floats: a[0] = %g (want %g), %zu "
-              "wrong, %.3f ms on the device\n",
-              static_cast<unsigned long long>(n), (*result)[0], want, wrong,
-              *ms);
+  std::printf(
+      "vector_add + saxpy on %llu floats: a[0] = %g (want %g), %zu "
+      "wrong, %.3f ms on the device\n",
+      static_cast<unsigned long long>(n), (*result)[0], want, wrong, *ms);
   if (wrong != 0) return 1;
 
   // 2. A completion flag gates work: the counter must not move until the
@@ -131,15 +136,16 @@ int Run() {
   CHECK_OK(gated.synchronize());
   auto final_count = gated.read<uint64_t>(*counter, 1);
   CHECK_OK(final_count.status());
-  std::printf("%s; counter now %llu\n", log.empty() ? "host function MISSING"
-                                                    : log[0].c_str(),
+  std::printf("%s; counter now %llu\n",
+              log.empty() ? "host function MISSING" : log[0].c_str(),
               static_cast<unsigned long long>((*final_count)[0]));
   if (log.size() != 1 || (*final_count)[0] != 44) return 1;
 
   // 4. Bad input is rejected with a clear error and nothing breaks.
   consumer.launch("samples", "fill_u32", grid, block, {*a, 1.0f, n});
   absl::Status bad = consumer.synchronize();
-  std::printf("a launch with a wrong argument kind: %s\n", bad.ToString().c_str());
+  std::printf("a launch with a wrong argument kind: %s\n",
+              bad.ToString().c_str());
   if (bad.code() != absl::StatusCode::kInvalidArgument) return 1;
   CHECK_OK(consumer.synchronize());
 

@@ -1,4 +1,5 @@
 // gpustreamd: the GPU stream daemon. See README.md and --help.
+#include <google/protobuf/text_format.h>
 #include <signal.h>
 
 #include <cstdio>
@@ -6,8 +7,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <google/protobuf/text_format.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -36,8 +35,7 @@ ABSL_FLAG(std::string, config, "",
           "(proto/gpustream/v1/server_config.proto); flags override it");
 ABSL_FLAG(uint64_t, cpu_memory_bytes, 0,
           "Device memory of the CPU backend (default 1 GiB)");
-ABSL_FLAG(uint32_t, lease_seconds, 0,
-          "Default session lease (default 60 s)");
+ABSL_FLAG(uint32_t, lease_seconds, 0, "Default session lease (default 60 s)");
 ABSL_FLAG(std::string, ready_file, "",
           "Once serving, write the bound addresses to this file, one a line "
           "(for scripts and tests that pick port 0)");
@@ -71,7 +69,9 @@ absl::StatusOr<v1::ServerConfig> LoadConfig(const std::string& path) {
   v1::ServerConfig config;
   if (path.empty()) return config;
   std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("--config ", path, " cannot be read"));
+  if (!in)
+    return absl::NotFoundError(
+        absl::StrCat("--config ", path, " cannot be read"));
   std::stringstream text;
   text << in.rdbuf();
   if (!google::protobuf::TextFormat::ParseFromString(text.str(), &config)) {
@@ -98,11 +98,13 @@ int Run(int argc, char** argv) {
 
   auto config = LoadConfig(absl::GetFlag(FLAGS_config));
   if (!config.ok()) {
-    std::fprintf(stderr, "gpustreamd: %s\n", config.status().ToString().c_str());
+    std::fprintf(stderr, "gpustreamd: %s\n",
+                 config.status().ToString().c_str());
     return 2;
   }
   std::vector<std::string> listen = absl::GetFlag(FLAGS_listen);
-  if (listen.empty()) listen.assign(config->listen().begin(), config->listen().end());
+  if (listen.empty())
+    listen.assign(config->listen().begin(), config->listen().end());
   if (listen.empty()) listen = {"unix:/tmp/gpustreamd.sock", "127.0.0.1:50051"};
   std::vector<std::string> module_folders = absl::GetFlag(FLAGS_modules);
   if (module_folders.empty()) {
@@ -110,8 +112,8 @@ int Run(int argc, char** argv) {
   }
 
   backend::BackendOptions backend_options;
-  backend_options.backend =
-      Or(absl::GetFlag(FLAGS_backend), Or(config->backend(), std::string("auto")));
+  backend_options.backend = Or(absl::GetFlag(FLAGS_backend),
+                               Or(config->backend(), std::string("auto")));
   backend_options.cpu.memory_limit_bytes =
       Or(absl::GetFlag(FLAGS_cpu_memory_bytes),
          Or<uint64_t>(config->cpu_memory_bytes(), uint64_t{1} << 30));
@@ -139,18 +141,20 @@ int Run(int argc, char** argv) {
 
   auto devices = backend::CreateDevices(backend_options);
   if (!devices.ok()) {
-    std::fprintf(stderr, "gpustreamd: %s\n", devices.status().ToString().c_str());
+    std::fprintf(stderr, "gpustreamd: %s\n",
+                 devices.status().ToString().c_str());
     return 2;
   }
-  auto core = session::ServerCore::Create(*std::move(devices), module_folders,
-                                          options);
+  auto core =
+      session::ServerCore::Create(*std::move(devices), module_folders, options);
   if (!core.ok()) {
     std::fprintf(stderr, "gpustreamd: %s\n", core.status().ToString().c_str());
     return 2;
   }
   auto server = rpc::GrpcServer::Start(**core, listen, max_message_bytes);
   if (!server.ok()) {
-    std::fprintf(stderr, "gpustreamd: %s\n", server.status().ToString().c_str());
+    std::fprintf(stderr, "gpustreamd: %s\n",
+                 server.status().ToString().c_str());
     return 2;
   }
   v1::ListDevicesResponse devs;
@@ -163,7 +167,8 @@ int Run(int argc, char** argv) {
   for (const auto& address : (*server)->addresses()) {
     std::fprintf(stderr, "gpustreamd: listening on %s\n", address.c_str());
   }
-  if (const std::string ready = absl::GetFlag(FLAGS_ready_file); !ready.empty()) {
+  if (const std::string ready = absl::GetFlag(FLAGS_ready_file);
+      !ready.empty()) {
     const std::string tmp = ready + ".tmp";
     std::ofstream(tmp) << absl::StrJoin((*server)->addresses(), "\n") << "\n";
     std::rename(tmp.c_str(), ready.c_str());  // Atomic: readers see it whole.

@@ -17,9 +17,8 @@ absl::StatusOr<std::vector<std::unique_ptr<Device>>> CreateDevices(
   }
   if (options.backend == "cuda" || options.backend == "hip") {
     return absl::UnimplementedError(
-        absl::StrCat("--backend=", options.backend,
-                     ": this build has no ", options.backend,
-                     " backend yet; use --backend=cpu"));
+        absl::StrCat("--backend=", options.backend, ": this build has no ",
+                     options.backend, " backend yet; use --backend=cpu"));
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "--backend=", options.backend, ": expected auto, cpu, cuda or hip"));

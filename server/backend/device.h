@@ -38,8 +38,8 @@ class Device {
       bool enable_timing) = 0;
   virtual absl::StatusOr<std::shared_ptr<Flag>> CreateFlag() = 0;
   // RESOURCE_EXHAUSTED when the device lacks the memory.
-  virtual absl::StatusOr<std::shared_ptr<Buffer>> Allocate(
-      uint64_t size, MemoryKind kind) = 0;
+  virtual absl::StatusOr<std::shared_ptr<Buffer>> Allocate(uint64_t size,
+                                                           MemoryKind kind) = 0;
 
   // Modules compiled into the daemon for this backend.
   virtual std::vector<std::unique_ptr<Module>> BuiltinModules() = 0;

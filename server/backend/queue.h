@@ -54,16 +54,15 @@ class Queue {
   virtual void Write(std::shared_ptr<Buffer> dst, uint64_t offset,
                      std::string data) = 0;
   // Device to host: `done` receives the bytes once the copy has run.
-  virtual void Read(std::shared_ptr<Buffer> src, uint64_t offset,
-                    uint64_t size,
-                    absl::AnyInvocable<void(absl::StatusOr<std::string>)>
-                        done) = 0;
+  virtual void Read(
+      std::shared_ptr<Buffer> src, uint64_t offset, uint64_t size,
+      absl::AnyInvocable<void(absl::StatusOr<std::string>)> done) = 0;
   virtual void Copy(std::shared_ptr<Buffer> src, uint64_t src_offset,
                     std::shared_ptr<Buffer> dst, uint64_t dst_offset,
                     uint64_t size) = 0;
   // Repeats the 32-bit `value` over [offset, offset + size); size % 4 == 0.
-  virtual void Fill(std::shared_ptr<Buffer> dst, uint64_t offset,
-                    uint64_t size, uint32_t value) = 0;
+  virtual void Fill(std::shared_ptr<Buffer> dst, uint64_t offset, uint64_t size,
+                    uint32_t value) = 0;
 
   virtual void RecordEvent(std::shared_ptr<Event> event) = 0;
   // Later work waits for the event's point recorded so far.

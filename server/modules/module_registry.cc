@@ -45,8 +45,8 @@ absl::Status ModuleRegistry::Add(std::unique_ptr<backend::Module> module,
                                  absl::string_view origin) {
   const std::string name = module->info().name;
   if (!modules_.emplace(name, std::move(module)).second) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        origin, ": a module named '", name, "' is already loaded"));
+    return absl::AlreadyExistsError(absl::StrCat(origin, ": a module named '",
+                                                 name, "' is already loaded"));
   }
   return absl::OkStatus();
 }

@@ -35,8 +35,8 @@ TEST(ModuleRegistryTest, LookupErrorsNameTheCulprit) {
 }
 
 TEST(ModuleRegistryTest, FolderModuleWithTakenNameIsRejected) {
-  const std::string dir = std::string(std::getenv("TEST_SRCDIR")) +
-                          "/gpustream/kernels/cpu";
+  const std::string dir =
+      std::string(std::getenv("TEST_SRCDIR")) + "/gpustream/kernels/cpu";
   backend::CpuDevice device({});
   auto registry = ModuleRegistry::Create(device, {dir});
   EXPECT_EQ(registry.status().code(), absl::StatusCode::kAlreadyExists);

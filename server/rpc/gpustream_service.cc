@@ -65,26 +65,24 @@ grpc::ServerUnaryReactor* GpuStreamService::KeepAlive(
 
 // Session operations: find the session, run the operation, finish when it
 // completes (at once for the non-waiting ones).
-#define GPUSTREAM_DEFINE_UNARY(Name, field)                                 \
-  grpc::ServerUnaryReactor* GpuStreamService::Name(                        \
-      grpc::CallbackServerContext* ctx, const v1::Name##Request* req,      \
-      v1::Name##Response* resp) {                                          \
-    auto session = core_.FindSession(req->session_id());                   \
-    if (!session.ok()) return Finished(ctx, session.status());             \
-    auto* reactor = ctx->DefaultReactor();                                 \
-    session::Invoke(**session, &session::Session::Name, *req, resp,        \
-                    [reactor](absl::Status s) {                            \
-                      reactor->Finish(ToGrpcStatus(s));                    \
-                    });                                                    \
-    return reactor;                                                        \
+#define GPUSTREAM_DEFINE_UNARY(Name, field)                               \
+  grpc::ServerUnaryReactor* GpuStreamService::Name(                       \
+      grpc::CallbackServerContext* ctx, const v1::Name##Request* req,     \
+      v1::Name##Response* resp) {                                         \
+    auto session = core_.FindSession(req->session_id());                  \
+    if (!session.ok()) return Finished(ctx, session.status());            \
+    auto* reactor = ctx->DefaultReactor();                                \
+    session::Invoke(                                                      \
+        **session, &session::Session::Name, *req, resp,                   \
+        [reactor](absl::Status s) { reactor->Finish(ToGrpcStatus(s)); }); \
+    return reactor;                                                       \
   }
 GPUSTREAM_SESSION_OPS(GPUSTREAM_DEFINE_UNARY)
 #undef GPUSTREAM_DEFINE_UNARY
 
 grpc::ServerWriteReactor<v1::Notification>*
-GpuStreamService::WatchNotifications(
-    grpc::CallbackServerContext* ctx,
-    const v1::WatchNotificationsRequest* req) {
+GpuStreamService::WatchNotifications(grpc::CallbackServerContext* ctx,
+                                     const v1::WatchNotificationsRequest* req) {
   auto session = core_.FindSession(req->session_id());
   if (!session.ok()) {
     // A reactor that only reports the error.

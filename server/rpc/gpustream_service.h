@@ -39,9 +39,9 @@ class GpuStreamService : public v1::GpuStream::CallbackService {
                                       const v1::KeepAliveRequest* req,
                                       v1::KeepAliveResponse* resp) override;
 
-#define GPUSTREAM_DECLARE_UNARY(Name, field)                          \
-  grpc::ServerUnaryReactor* Name(grpc::CallbackServerContext* ctx,    \
-                                 const v1::Name##Request* req,        \
+#define GPUSTREAM_DECLARE_UNARY(Name, field)                       \
+  grpc::ServerUnaryReactor* Name(grpc::CallbackServerContext* ctx, \
+                                 const v1::Name##Request* req,     \
                                  v1::Name##Response* resp) override;
   GPUSTREAM_SESSION_OPS(GPUSTREAM_DECLARE_UNARY)
 #undef GPUSTREAM_DECLARE_UNARY

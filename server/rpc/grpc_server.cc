@@ -1,11 +1,10 @@
 // gRPC server construction.
 #include "server/rpc/grpc_server.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -46,8 +45,8 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   }
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot listen on --listen=", absl::StrJoin(listen, ",")));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot listen on --listen=", absl::StrJoin(listen, ",")));
   }
   for (size_t i = 0; i < listen.size(); ++i) {
     if (ports[i] == 0) {

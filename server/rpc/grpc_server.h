@@ -2,11 +2,11 @@
 #ifndef GPUSTREAM_SERVER_RPC_GRPC_SERVER_H_
 #define GPUSTREAM_SERVER_RPC_GRPC_SERVER_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
 #include "server/rpc/gpustream_service.h"

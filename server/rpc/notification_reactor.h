@@ -2,10 +2,10 @@
 #ifndef GPUSTREAM_SERVER_RPC_NOTIFICATION_REACTOR_H_
 #define GPUSTREAM_SERVER_RPC_NOTIFICATION_REACTOR_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <deque>
 #include <memory>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"

@@ -79,15 +79,15 @@ void SubmitReactor::RunCommand(const v1::Command& command) {
       absl::MutexLock lock(&mu_);
       ++inflight_;
     }
-    Complete(std::move(result),
-             absl::UnavailableError("daemon shutting down"), true);
+    Complete(std::move(result), absl::UnavailableError("daemon shutting down"),
+             true);
     return;
   }
   switch (command.op_case()) {
-#define GPUSTREAM_CASE(Name, field)                                         \
-  case v1::Command::k##Name:                                                \
-    Run(seq, &Session::Name, command.field(),                               \
-        &v1::CommandResult::mutable_##field, /*always_send=*/false);        \
+#define GPUSTREAM_CASE(Name, field)           \
+  case v1::Command::k##Name:                  \
+    Run(seq, &Session::Name, command.field(), \
+        &v1::CommandResult::mutable_##field); \
     return;
     GPUSTREAM_SESSION_OPS(GPUSTREAM_CASE)
 #undef GPUSTREAM_CASE
@@ -109,11 +109,11 @@ void SubmitReactor::RunCommand(const v1::Command& command) {
                  true);
         return;
       }
-      core_.CloseSession(req, resp,
-                         [this, result = std::move(result)](
-                             absl::Status s) mutable {
-                           Complete(std::move(result), s, true);
-                         });
+      core_.CloseSession(
+          req, resp,
+          [this, result = std::move(result)](absl::Status s) mutable {
+            Complete(std::move(result), s, true);
+          });
       return;
     }
     case v1::Command::kKeepAlive: {
@@ -157,16 +157,30 @@ bool IsWaiting(const v1::CommandResult& result) {
   }
 }
 
+// A create whose id the client minted answers nothing the client does not
+// know: on success it is only acknowledged, like any plain command.
+template <typename Req>
+bool ClientMintedId(const Req&) {
+  return false;
+}
+bool ClientMintedId(const v1::CreateQueueRequest& r) { return r.id() != 0; }
+bool ClientMintedId(const v1::CreateEventRequest& r) { return r.id() != 0; }
+bool ClientMintedId(const v1::CreateFlagRequest& r) { return r.id() != 0; }
+bool ClientMintedId(const v1::AllocateBufferRequest& r) { return r.id() != 0; }
+
 }  // namespace
 
 template <typename Req, typename Resp, typename Op>
 void SubmitReactor::Run(uint64_t seq, Op op, const Req& req,
-                        Resp* (v1::CommandResult::*mutable_result)(),
-                        bool always_send) {
+                        Resp* (v1::CommandResult::*mutable_result)()) {
   auto result = std::make_unique<v1::CommandResult>();
   result->set_seq(seq);
   Resp* resp = (result.get()->*mutable_result)();
-  always_send = always_send || IsWaiting(*result);
+  // Waiting commands and responses with fields (data, even all zero) are
+  // always answered; plain successes travel only as completed_seq.
+  const bool always_send =
+      IsWaiting(*result) ||
+      (Resp::descriptor()->field_count() > 0 && !ClientMintedId(req));
   {
     absl::MutexLock lock(&mu_);
     ++inflight_;
@@ -179,13 +193,11 @@ void SubmitReactor::Run(uint64_t seq, Op op, const Req& req,
              always_send);
     return;
   }
-  session::Invoke(*session_, op, req, resp,
-                  [this, resp, result = std::move(result),
-                   always_send](absl::Status s) mutable {
-                    // Plain successes travel only as completed_seq.
-                    Complete(std::move(result), s,
-                             always_send || resp->ByteSizeLong() > 0);
-                  });
+  session::Invoke(
+      *session_, op, req, resp,
+      [this, result = std::move(result), always_send](absl::Status s) mutable {
+        Complete(std::move(result), s, always_send);
+      });
 }
 
 void SubmitReactor::Complete(std::unique_ptr<v1::CommandResult> result,

@@ -2,9 +2,9 @@
 #ifndef GPUSTREAM_SERVER_RPC_SUBMIT_REACTOR_H_
 #define GPUSTREAM_SERVER_RPC_SUBMIT_REACTOR_H_
 
-#include <memory>
-
 #include <grpcpp/grpcpp.h>
+
+#include <memory>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -32,7 +32,7 @@ class SubmitReactor
   void RunCommand(const v1::Command& command);
   template <typename Req, typename Resp, typename Op>
   void Run(uint64_t seq, Op op, const Req& req,
-           Resp* (v1::CommandResult::*mutable_result)(), bool always_send);
+           Resp* (v1::CommandResult::*mutable_result)());
   // Queues `result` for sending if it failed or `send_if_ok`.
   void Complete(std::unique_ptr<v1::CommandResult> result,
                 const absl::Status& status, bool send_if_ok);
@@ -45,8 +45,8 @@ class SubmitReactor
   v1::SubmitRequest request_;                  // Owned by the read in flight.
 
   absl::Mutex mu_;
-  v1::SubmitResponse pending_ ABSL_GUARDED_BY(mu_);   // Next to write.
-  v1::SubmitResponse writing_ ABSL_GUARDED_BY(mu_);   // Write in flight.
+  v1::SubmitResponse pending_ ABSL_GUARDED_BY(mu_);  // Next to write.
+  v1::SubmitResponse writing_ ABSL_GUARDED_BY(mu_);  // Write in flight.
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool pending_dirty_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;

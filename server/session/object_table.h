@@ -22,9 +22,9 @@ namespace gpustream::session {
 // Ids a client mints lie in [1, 2^63); the server assigns from [2^63, 2^64).
 inline constexpr uint64_t kFirstServerId = uint64_t{1} << 63;
 
-using Object =
-    std::variant<std::shared_ptr<backend::Queue>, std::shared_ptr<backend::Event>,
-                 std::shared_ptr<backend::Flag>, std::shared_ptr<backend::Buffer>>;
+using Object = std::variant<
+    std::shared_ptr<backend::Queue>, std::shared_ptr<backend::Event>,
+    std::shared_ptr<backend::Flag>, std::shared_ptr<backend::Buffer>>;
 
 template <typename T>
 constexpr const char* KindName() {
@@ -40,7 +40,8 @@ class ObjectTable {
  public:
   // Checks a create request's `id` (0: the server picks one) and returns the
   // id to use: INVALID_ARGUMENT in the server range, ALREADY_EXISTS if used.
-  absl::StatusOr<uint64_t> ReserveId(uint64_t requested, absl::string_view field) {
+  absl::StatusOr<uint64_t> ReserveId(uint64_t requested,
+                                     absl::string_view field) {
     if (requested == 0) {
       while (objects_.contains(next_server_id_)) ++next_server_id_;
       return next_server_id_++;
@@ -99,9 +100,9 @@ class ObjectTable {
  private:
   template <typename T>
   static absl::Status Unknown(uint64_t id, absl::string_view field) {
-    return absl::NotFoundError(
-        absl::StrCat("unknown ", field, " ", id, ": no such ", KindName<T>(),
-                     " in this session"));
+    return absl::NotFoundError(absl::StrCat("unknown ", field, " ", id,
+                                            ": no such ", KindName<T>(),
+                                            " in this session"));
   }
 
   absl::flat_hash_map<uint64_t, Object> objects_;

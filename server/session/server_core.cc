@@ -20,8 +20,8 @@ absl::StatusOr<std::unique_ptr<ServerCore>> ServerCore::Create(
     core->registries_.push_back(*std::move(registry));
     core->devices_.push_back(std::move(device));
   }
-  core->sessions_ =
-      std::make_unique<SessionManager>(std::move(slots), &core->timer_, options);
+  core->sessions_ = std::make_unique<SessionManager>(std::move(slots),
+                                                     &core->timer_, options);
   return core;
 }
 
@@ -35,10 +35,10 @@ absl::Status ServerCore::GetVersion(const v1::GetVersionRequest& req,
         "min_version ", min, " is greater than max_version ", max));
   }
   if (max < kMinProtocolVersion || min > kMaxProtocolVersion) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "no common protocol version: client supports [", min, ", ",
-        req.max_version(), "], server supports [", kMinProtocolVersion, ", ",
-        kMaxProtocolVersion, "]"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("no common protocol version: client supports [", min, ", ",
+                     req.max_version(), "], server supports [",
+                     kMinProtocolVersion, ", ", kMaxProtocolVersion, "]"));
   }
   resp->set_version(std::min(max, kMaxProtocolVersion));
   return absl::OkStatus();
@@ -77,8 +77,9 @@ absl::Status ServerCore::ListDevices(const v1::ListDevicesRequest&,
     d->set_supports_wait_value(info.supports_wait_value);
     d->set_supports_host_func(info.supports_host_func);
     d->set_supports_timing(info.supports_timing);
-    for (auto [dim, src] : {std::pair{d->mutable_max_grid(), info.max_grid},
-                            std::pair{d->mutable_max_block(), info.max_block}}) {
+    for (auto [dim, src] :
+         {std::pair{d->mutable_max_grid(), info.max_grid},
+          std::pair{d->mutable_max_block(), info.max_block}}) {
       dim->set_x(src.x);
       dim->set_y(src.y);
       dim->set_z(src.z);

@@ -68,9 +68,8 @@ class ServerCore {
 // Runs a session operation with the uniform asynchronous signature, whether
 // the Session method is synchronous (returns a status) or takes `done`.
 template <typename Req, typename Resp>
-void Invoke(Session& session,
-            absl::Status (Session::*op)(const Req&, Resp*), const Req& req,
-            Resp* resp, Session::Done done) {
+void Invoke(Session& session, absl::Status (Session::*op)(const Req&, Resp*),
+            const Req& req, Resp* resp, Session::Done done) {
   done((session.*op)(req, resp));
 }
 

@@ -70,8 +70,8 @@ absl::Status CheckCondition(v1::WaitCondition c) {
       c == v1::WAIT_CONDITION_GREATER_EQUAL) {
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("condition ", static_cast<int>(c), " is not a WaitCondition"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "condition ", static_cast<int>(c), " is not a WaitCondition"));
 }
 
 // Grid or block dimensions: x must be set; y and z default to 1.
@@ -139,9 +139,9 @@ absl::StatusOr<std::shared_ptr<Queue>> Session::FindLiveQueue(uint64_t id) {
   auto queue = Find<Queue>(id, "queue_id");
   if (!queue.ok()) return queue;
   if (absl::Status error = (*queue)->error(); !error.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("queue_id ", id, " failed earlier and takes no more work (",
-                     error.ToString(), ")"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "queue_id ", id, " failed earlier and takes no more work (",
+        error.ToString(), ")"));
   }
   return queue;
 }
@@ -151,9 +151,8 @@ absl::Status Session::CheckQuota(bool queue) {
     return absl::NotFoundError(absl::StrCat("session ", id_, " is closed"));
   }
   if (objects_.size() >= ctx_.limits.max_objects) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("session holds the maximum of ", ctx_.limits.max_objects,
-                     " objects"));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "session holds the maximum of ", ctx_.limits.max_objects, " objects"));
   }
   if (queue && queue_count_ >= ctx_.limits.max_queues) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -190,8 +189,8 @@ absl::StatusOr<std::shared_ptr<Queue>> Session::NewQueue(int32_t priority,
   if (!id.ok()) return id.status();
   backend::QueueOptions options;
   options.priority = priority;
-  options.on_error = [hub = notifications_, queue_id = *id](
-                         const absl::Status& error) {
+  options.on_error = [hub = notifications_,
+                      queue_id = *id](const absl::Status& error) {
     v1::Notification n;
     auto* e = n.mutable_queue_error();
     e->set_queue_id(queue_id);
@@ -223,9 +222,10 @@ absl::Status Session::CreateQueue(const v1::CreateQueueRequest& req,
 void Session::DestroyQueue(const v1::DestroyQueueRequest& req,
                            v1::DestroyQueueResponse*, Done done) {
   if (req.queue_id() == default_queue_id_) {
-    done(absl::FailedPreconditionError(absl::StrCat(
-        "queue_id ", req.queue_id(), " is the default queue; it lives as "
-        "long as the session")));
+    done(absl::FailedPreconditionError(
+        absl::StrCat("queue_id ", req.queue_id(),
+                     " is the default queue; it lives as "
+                     "long as the session")));
     return;
   }
   absl::StatusOr<std::shared_ptr<Queue>> queue;
@@ -241,8 +241,8 @@ void Session::DestroyQueue(const v1::DestroyQueueRequest& req,
   // The callback holds the last reference: the queue is destroyed once its
   // pending work has run, and the caller hears of it then.
   Queue* raw = queue->get();
-  raw->OnIdle([queue = *std::move(queue), done = std::move(done)](
-                  absl::Status) mutable {
+  raw->OnIdle([queue = *std::move(queue),
+               done = std::move(done)](absl::Status) mutable {
     queue.reset();
     done(absl::OkStatus());
   });
@@ -422,12 +422,12 @@ void Session::WaitFlag(const v1::WaitFlagRequest& req,
     return;
   }
   auto timed = std::make_shared<TimedDone>(std::move(done), ctx_.timer);
-  const Flag::WaitId wait_id = (*flag)->AsyncWait(
-      req.value(), ToCondition(req.condition()),
-      [timed, resp](absl::StatusOr<uint64_t> value) {
-        if (value.ok()) resp->set_value(*value);
-        timed->Finish(value.status());
-      });
+  const Flag::WaitId wait_id =
+      (*flag)->AsyncWait(req.value(), ToCondition(req.condition()),
+                         [timed, resp](absl::StatusOr<uint64_t> value) {
+                           if (value.ok()) resp->set_value(*value);
+                           timed->Finish(value.status());
+                         });
   TimedDone::Arm(timed, req.timeout_ms(),
                  absl::StrCat("wait on flag_id ", req.flag_id()),
                  [flag = *flag, wait_id] { flag->CancelWait(wait_id); });
@@ -464,9 +464,8 @@ absl::Status Session::EnqueueHostFunc(const v1::EnqueueHostFuncRequest& req,
   v1::Notification n;
   n.mutable_host_func_reached()->set_queue_id(req.queue_id());
   n.mutable_host_func_reached()->set_callback_id(req.callback_id());
-  (*queue)->HostFunc([hub = notifications_, n = std::move(n)] {
-    hub->Publish(n);
-  });
+  (*queue)->HostFunc(
+      [hub = notifications_, n = std::move(n)] { hub->Publish(n); });
   return absl::OkStatus();
 }
 
@@ -524,18 +523,18 @@ void Session::ReadBuffer(const v1::ReadBufferRequest& req,
     done(queue.status());
     return;
   }
-  auto buffer = FindRange(req.buffer_id(), "buffer_id", req.offset(),
-                          req.size(), "read");
+  auto buffer =
+      FindRange(req.buffer_id(), "buffer_id", req.offset(), req.size(), "read");
   if (!buffer.ok()) {
     done(buffer.status());
     return;
   }
-  (*queue)->Read(*std::move(buffer), req.offset(), req.size(),
-                 [resp, done = std::move(done)](
-                     absl::StatusOr<std::string> data) mutable {
-                   if (data.ok()) *resp->mutable_data() = *std::move(data);
-                   done(data.status());
-                 });
+  (*queue)->Read(
+      *std::move(buffer), req.offset(), req.size(),
+      [resp, done = std::move(done)](absl::StatusOr<std::string> data) mutable {
+        if (data.ok()) *resp->mutable_data() = *std::move(data);
+        done(data.status());
+      });
 }
 
 absl::Status Session::CopyBuffer(const v1::CopyBufferRequest& req,
@@ -584,9 +583,9 @@ absl::Status Session::LaunchKernel(const v1::LaunchKernelRequest& req,
   config.grid = *grid;
   config.block = *block;
   if (block->Volume() > info.max_threads_per_block) {
-    return absl::OutOfRangeError(
-        absl::StrCat("block has ", block->Volume(),
-                     " threads; the device allows ", info.max_threads_per_block));
+    return absl::OutOfRangeError(absl::StrCat("block has ", block->Volume(),
+                                              " threads; the device allows ",
+                                              info.max_threads_per_block));
   }
   if (req.shared_memory_bytes() > info.max_shared_memory_bytes) {
     return absl::OutOfRangeError(absl::StrCat(
@@ -612,12 +611,12 @@ absl::Status Session::LaunchKernel(const v1::LaunchKernelRequest& req,
       const v1::KernelArg& arg = req.args(i);
       const backend::ParamKind want = sig.params[i];
       if (ArgKind(arg) != want) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "args[", i, "]: kernel ", req.kernel(), " expects ",
-            backend::ParamKindName(want), ", got ",
-            arg.value_case() == v1::KernelArg::VALUE_NOT_SET
-                ? "nothing"
-                : backend::ParamKindName(ArgKind(arg))));
+        return absl::InvalidArgumentError(
+            absl::StrCat("args[", i, "]: kernel ", req.kernel(), " expects ",
+                         backend::ParamKindName(want), ", got ",
+                         arg.value_case() == v1::KernelArg::VALUE_NOT_SET
+                             ? "nothing"
+                             : backend::ParamKindName(ArgKind(arg))));
       }
       switch (arg.value_case()) {
         case v1::KernelArg::kBuffer: {
@@ -661,10 +660,9 @@ absl::Status Session::LaunchKernel(const v1::LaunchKernelRequest& req,
     }
   }
   if (absl::Status error = queue->error(); !error.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("queue_id ", req.queue_id(),
-                     " failed earlier and takes no more work (",
-                     error.ToString(), ")"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "queue_id ", req.queue_id(), " failed earlier and takes no more work (",
+        error.ToString(), ")"));
   }
   queue->Launch(**kernel, config, std::move(args));
   return absl::OkStatus();

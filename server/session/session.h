@@ -149,8 +149,8 @@ class Session {
       uint64_t buffer_id, absl::string_view id_field, uint64_t offset,
       uint64_t size, absl::string_view what);
   absl::StatusOr<std::shared_ptr<backend::Queue>> NewQueue(int32_t priority,
-                                                          uint64_t* id_out,
-                                                          uint64_t requested)
+                                                           uint64_t* id_out,
+                                                           uint64_t requested)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string id_;

@@ -27,8 +27,7 @@ std::string NewSessionId() {
 }  // namespace
 
 SessionManager::SessionManager(std::vector<DeviceSlot> devices,
-                               util::TimerThread* timer,
-                               ManagerOptions options)
+                               util::TimerThread* timer, ManagerOptions options)
     : devices_(std::move(devices)),
       timer_(timer),
       options_(options),
@@ -46,21 +45,21 @@ SessionManager::~SessionManager() {
 absl::Status SessionManager::Open(const v1::OpenSessionRequest& req,
                                   v1::OpenSessionResponse* resp) {
   if (req.device_id() >= devices_.size()) {
-    return absl::NotFoundError(absl::StrCat("unknown device_id ",
-                                            req.device_id(), ": the daemon has ",
-                                            devices_.size(), " device(s)"));
+    return absl::NotFoundError(
+        absl::StrCat("unknown device_id ", req.device_id(), ": the daemon has ",
+                     devices_.size(), " device(s)"));
   }
-  const uint32_t lease_s = std::min(
-      req.lease_seconds() == 0 ? options_.default_lease_seconds
-                               : req.lease_seconds(),
-      options_.max_lease_seconds);
+  const uint32_t lease_s =
+      std::min(req.lease_seconds() == 0 ? options_.default_lease_seconds
+                                        : req.lease_seconds(),
+               options_.max_lease_seconds);
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) return absl::UnavailableError("daemon shutting down");
     if (sessions_.size() >= options_.max_sessions) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "the daemon serves the maximum of ", options_.max_sessions,
-          " sessions"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the daemon serves the maximum of ",
+                       options_.max_sessions, " sessions"));
     }
   }
   const DeviceSlot& slot = devices_[req.device_id()];

@@ -50,9 +50,9 @@ TEST_F(CpuBackendTest, SamplesModuleListsApiKernels) {
   EXPECT_EQ(samples_->info().name, "samples");
   std::vector<std::string> names;
   for (const auto& k : samples_->info().kernels) names.push_back(k.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"fill_u32", "vector_add_f32",
-                                             "saxpy_f32", "add_u64", "spin_ns",
-                                             "noop"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"fill_u32", "vector_add_f32", "saxpy_f32",
+                                      "add_u64", "spin_ns", "noop"}));
   EXPECT_EQ(K("saxpy_f32").signature().params,
             (std::vector<ParamKind>{ParamKind::kF32, ParamKind::kBuffer,
                                     ParamKind::kBuffer, ParamKind::kU64}));

@@ -24,10 +24,9 @@ void CpuMemoryPool::Release(uint64_t size) {
 absl::StatusOr<std::shared_ptr<CpuBuffer>> CpuBuffer::Create(
     std::shared_ptr<CpuMemoryPool> pool, uint64_t size, MemoryKind kind) {
   if (!pool->TryReserve(size)) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("size_bytes ", size, " exceeds the device's free memory (",
-                     pool->limit() - pool->used(), " of ", pool->limit(),
-                     " bytes free)"));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "size_bytes ", size, " exceeds the device's free memory (",
+        pool->limit() - pool->used(), " of ", pool->limit(), " bytes free)"));
   }
   // calloc of 0 bytes may return nullptr; a 1-byte block keeps data() valid.
   void* data = std::calloc(size == 0 ? 1 : size, 1);
@@ -36,8 +35,8 @@ absl::StatusOr<std::shared_ptr<CpuBuffer>> CpuBuffer::Create(
     return absl::ResourceExhaustedError(
         absl::StrCat("host allocation of ", size, " bytes failed"));
   }
-  return std::shared_ptr<CpuBuffer>(
-      new CpuBuffer(std::move(pool), static_cast<std::byte*>(data), size, kind));
+  return std::shared_ptr<CpuBuffer>(new CpuBuffer(
+      std::move(pool), static_cast<std::byte*>(data), size, kind));
 }
 
 CpuBuffer::~CpuBuffer() {

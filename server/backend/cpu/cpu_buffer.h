@@ -42,8 +42,8 @@ class CpuBuffer : public Buffer {
   std::byte* data() { return data_; }
 
  private:
-  CpuBuffer(std::shared_ptr<CpuMemoryPool> pool, std::byte* data,
-            uint64_t size, MemoryKind kind)
+  CpuBuffer(std::shared_ptr<CpuMemoryPool> pool, std::byte* data, uint64_t size,
+            MemoryKind kind)
       : pool_(std::move(pool)), data_(data), size_(size), kind_(kind) {}
 
   std::shared_ptr<CpuMemoryPool> pool_;

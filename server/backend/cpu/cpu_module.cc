@@ -117,8 +117,8 @@ absl::StatusOr<std::unique_ptr<CpuModule>> CpuModule::Create(
              .emplace(std::move(name),
                       std::make_unique<CpuKernel>(std::move(sig), kdef.fn))
              .second) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          origin, ": kernel ", kdef.name, " is declared twice"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(origin, ": kernel ", kdef.name, " is declared twice"));
     }
   }
   return module;
@@ -128,9 +128,8 @@ absl::StatusOr<const Kernel*> CpuModule::FindKernel(
     absl::string_view name) const {
   auto it = kernels_.find(name);
   if (it == kernels_.end()) {
-    return absl::NotFoundError(absl::StrCat("kernel '", name,
-                                            "' not found in module '",
-                                            info_.name, "'"));
+    return absl::NotFoundError(absl::StrCat(
+        "kernel '", name, "' not found in module '", info_.name, "'"));
   }
   return it->second.get();
 }

@@ -1,4 +1,5 @@
-// CPU kernel modules: tables of the C ABI in kernels/cpu/gpustream_cpu_module.h.
+// CPU kernel modules: tables of the C ABI in
+// kernels/cpu/gpustream_cpu_module.h.
 #ifndef GPUSTREAM_SERVER_BACKEND_CPU_CPU_MODULE_H_
 #define GPUSTREAM_SERVER_BACKEND_CPU_CPU_MODULE_H_
 

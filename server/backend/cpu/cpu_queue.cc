@@ -92,8 +92,8 @@ void CpuQueue::Launch(const Kernel& kernel, const LaunchConfig& config,
 
 void CpuQueue::Write(std::shared_ptr<Buffer> dst, uint64_t offset,
                      std::string data) {
-  Enqueue([dst = std::move(dst), offset, data = std::move(data)](
-              const absl::Status& sticky) {
+  Enqueue([dst = std::move(dst), offset,
+           data = std::move(data)](const absl::Status& sticky) {
     if (!sticky.ok()) return sticky;
     std::memcpy(Data(dst, offset), data.data(), data.size());
     return absl::OkStatus();
@@ -103,8 +103,8 @@ void CpuQueue::Write(std::shared_ptr<Buffer> dst, uint64_t offset,
 void CpuQueue::Read(
     std::shared_ptr<Buffer> src, uint64_t offset, uint64_t size,
     absl::AnyInvocable<void(absl::StatusOr<std::string>)> done) {
-  Enqueue([src = std::move(src), offset, size, done = std::move(done)](
-              const absl::Status& sticky) mutable {
+  Enqueue([src = std::move(src), offset, size,
+           done = std::move(done)](const absl::Status& sticky) mutable {
     if (!sticky.ok()) {
       done(sticky);
     } else {
@@ -126,15 +126,15 @@ void CpuQueue::Copy(std::shared_ptr<Buffer> src, uint64_t src_offset,
   });
 }
 
-void CpuQueue::Fill(std::shared_ptr<Buffer> dst, uint64_t offset,
-                    uint64_t size, uint32_t value) {
-  Enqueue([dst = std::move(dst), offset, size,
-           value](const absl::Status& sticky) {
-    if (!sticky.ok()) return sticky;
-    std::byte* p = Data(dst, offset);
-    for (uint64_t i = 0; i < size; i += 4) std::memcpy(p + i, &value, 4);
-    return absl::OkStatus();
-  });
+void CpuQueue::Fill(std::shared_ptr<Buffer> dst, uint64_t offset, uint64_t size,
+                    uint32_t value) {
+  Enqueue(
+      [dst = std::move(dst), offset, size, value](const absl::Status& sticky) {
+        if (!sticky.ok()) return sticky;
+        std::byte* p = Data(dst, offset);
+        for (uint64_t i = 0; i < size; i += 4) std::memcpy(p + i, &value, 4);
+        return absl::OkStatus();
+      });
 }
 
 void CpuQueue::RecordEvent(std::shared_ptr<Event> event) {

@@ -27,9 +27,9 @@ class CpuQueue : public Queue {
               std::vector<KernelArg> args) override;
   void Write(std::shared_ptr<Buffer> dst, uint64_t offset,
              std::string data) override;
-  void Read(std::shared_ptr<Buffer> src, uint64_t offset, uint64_t size,
-            absl::AnyInvocable<void(absl::StatusOr<std::string>)> done)
-      override;
+  void Read(
+      std::shared_ptr<Buffer> src, uint64_t offset, uint64_t size,
+      absl::AnyInvocable<void(absl::StatusOr<std::string>)> done) override;
   void Copy(std::shared_ptr<Buffer> src, uint64_t src_offset,
             std::shared_ptr<Buffer> dst, uint64_t dst_offset,
             uint64_t size) override;
