@@ -37,14 +37,16 @@ Flag Session::create_flag() {
 
 absl::StatusOr<Buffer> Session::allocate(uint64_t size_bytes, MemoryKind kind) {
   const uint64_t id = core_->MintId();
-  auto result = core_->Call([&](v1::Command& c) {
-    auto* alloc = c.mutable_allocate_buffer();
-    alloc->set_id(id);
-    alloc->set_size_bytes(size_bytes);
-    alloc->set_kind(kind == MemoryKind::kHostPinned
-                        ? v1::MEMORY_KIND_HOST_PINNED
-                        : v1::MEMORY_KIND_DEVICE);
-  });
+  auto result = core_->Call(
+      [&](v1::Command& c) {
+        auto* alloc = c.mutable_allocate_buffer();
+        alloc->set_id(id);
+        alloc->set_size_bytes(size_bytes);
+        alloc->set_kind(kind == MemoryKind::kHostPinned
+                            ? v1::MEMORY_KIND_HOST_PINNED
+                            : v1::MEMORY_KIND_DEVICE);
+      },
+      SessionCore::Answer::kAck);
   if (!result.ok()) return result.status();
   return Buffer(core_, id, size_bytes);
 }

@@ -67,7 +67,8 @@ absl::Status SessionCore::FlushLocked() {
 }
 
 absl::StatusOr<v1::CommandResult> SessionCore::Call(
-    absl::FunctionRef<void(v1::Command&)> fill, absl::Duration timeout) {
+    absl::FunctionRef<void(v1::Command&)> fill, Answer answer,
+    absl::Duration timeout) {
   auto waiter = std::make_shared<Waiter>();
   uint64_t seq;
   {
@@ -83,15 +84,18 @@ absl::StatusOr<v1::CommandResult> SessionCore::Call(
     {
       absl::MutexLock state(&mu_);
       waiters_.emplace(seq, waiter);
+      if (answer == Answer::kAck) ack_waiters_.emplace(seq, waiter);
     }
     if (absl::Status s = FlushLocked(); !s.ok()) {
       absl::MutexLock state(&mu_);
       waiters_.erase(seq);
+      ack_waiters_.erase(seq);
       return s;
     }
   }
   if (!waiter->done.WaitForNotificationWithTimeout(timeout)) {
     absl::MutexLock state(&mu_);
+    ack_waiters_.erase(seq);
     if (waiters_.erase(seq) > 0) {
       return absl::DeadlineExceededError(
           absl::StrCat("no answer to command seq ", seq, " within ",
@@ -135,6 +139,7 @@ void SessionCore::ReadLoop() {
         if (it != waiters_.end()) {
           waiter = std::move(it->second);
           waiters_.erase(it);
+          ack_waiters_.erase(result.seq());
         }
       }
       if (waiter != nullptr) {
@@ -149,6 +154,22 @@ void SessionCore::ReadLoop() {
             status.code(), absl::StrCat("command seq ", result.seq(), ": ",
                                         status.message())));
       }
+    }
+    // Commands acknowledged without a result have succeeded; this
+    // response's results came first.
+    std::vector<std::shared_ptr<Waiter>> acked;
+    {
+      absl::MutexLock lock(&mu_);
+      auto end = ack_waiters_.upper_bound(response.completed_seq());
+      for (auto it = ack_waiters_.begin(); it != end; ++it) {
+        waiters_.erase(it->first);
+        acked.push_back(std::move(it->second));
+      }
+      ack_waiters_.erase(ack_waiters_.begin(), end);
+    }
+    for (auto& waiter : acked) {
+      waiter->result = v1::CommandResult();
+      waiter->done.Notify();
     }
   }
   absl::Status final_status = FromGrpc(stream_->Finish());
@@ -165,6 +186,7 @@ void SessionCore::FailAll(const absl::Status& status) {
     absl::MutexLock lock(&mu_);
     if (stream_error_.ok()) stream_error_ = status;
     waiters.swap(waiters_);
+    ack_waiters_.clear();
   }
   for (auto& [seq, waiter] : waiters) {
     waiter->result = status;

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -51,10 +52,17 @@ class SessionCore {
   uint64_t Enqueue(absl::FunctionRef<void(v1::Command&)> fill);
   // Sends the batch now.
   absl::Status Flush();
-  // Enqueues, flushes and waits for the command's result; the status is the
+  // How the server answers a command that succeeds.
+  enum class Answer {
+    kResult,  // With a CommandResult (waiting or data-carrying commands).
+    kAck,     // Only through completed_seq (plain commands).
+  };
+
+  // Enqueues, flushes and waits for the command's outcome; the status is the
   // command's own. `timeout` bounds the wait (infinite by default).
   absl::StatusOr<v1::CommandResult> Call(
       absl::FunctionRef<void(v1::Command&)> fill,
+      Answer answer = Answer::kResult,
       absl::Duration timeout = absl::InfiniteDuration());
 
   // The first failure of a batched command since the last call (OK if none);
@@ -108,6 +116,8 @@ class SessionCore {
   absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<Waiter>> waiters_
       ABSL_GUARDED_BY(mu_);
+  // Waiters answered by completed_seq, by seq.
+  std::map<uint64_t, std::shared_ptr<Waiter>> ack_waiters_ ABSL_GUARDED_BY(mu_);
   absl::Status stream_error_ ABSL_GUARDED_BY(mu_);  // Set once broken.
   absl::Status first_error_ ABSL_GUARDED_BY(mu_);
   uint64_t more_errors_ ABSL_GUARDED_BY(mu_) = 0;

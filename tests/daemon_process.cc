@@ -1,0 +1,145 @@
+// Child-process management for end-to-end tests.
+#include "tests/daemon_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+
+extern char** environ;
+
+namespace gpustream::testing {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Spawns argv with stdout and stderr sent to `log_path`.
+pid_t Spawn(const std::vector<std::string>& argv, const std::string& log_path) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ) !=
+      0) {
+    pid = -1;
+  }
+  posix_spawn_file_actions_destroy(&actions);
+  return pid;
+}
+
+// Waits for `pid` up to `timeout`; returns its exit status or -1.
+int WaitExit(pid_t pid, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return -1;
+}
+
+// Short paths: a unix socket path must fit in 108 bytes.
+std::string TempPath(const std::string& suffix) {
+  static std::atomic<int> counter{0};
+  return absl::StrCat("/tmp/gpustream-test-", getpid(), "-", counter++, suffix);
+}
+
+}  // namespace
+
+std::string RunfilePath(const std::string& relative) {
+  const char* root = std::getenv("TEST_SRCDIR");
+  return absl::StrCat(root != nullptr ? root : ".", "/gpustream/", relative);
+}
+
+int RunCommand(const std::vector<std::string>& argv, std::string* output,
+               absl::Duration timeout) {
+  const std::string log = TempPath(".out");
+  pid_t pid = Spawn(argv, log);
+  if (pid < 0) return -1;
+  int status = WaitExit(pid, timeout);
+  if (status == -1) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  if (output != nullptr) *output = ReadFile(log);
+  unlink(log.c_str());
+  return status;
+}
+
+absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
+    const std::vector<std::string>& extra_args) {
+  auto daemon = std::unique_ptr<DaemonProcess>(new DaemonProcess());
+  daemon->socket_path_ = TempPath(".sock");
+  daemon->ready_path_ = TempPath(".ready");
+  daemon->log_path_ = TempPath(".log");
+  std::vector<std::string> argv = {
+      RunfilePath("server/gpustreamd"),
+      absl::StrCat("--listen=unix:", daemon->socket_path_, ",127.0.0.1:0"),
+      absl::StrCat("--ready_file=", daemon->ready_path_)};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  daemon->pid_ = Spawn(argv, daemon->log_path_);
+  if (daemon->pid_ < 0) return absl::InternalError("cannot spawn gpustreamd");
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < deadline) {
+    int status;
+    if (waitpid(daemon->pid_, &status, WNOHANG) == daemon->pid_) {
+      daemon->pid_ = -1;
+      return absl::InternalError(
+          absl::StrCat("gpustreamd exited at start: ", daemon->log()));
+    }
+    std::vector<std::string> lines =
+        absl::StrSplit(ReadFile(daemon->ready_path_), '\n', absl::SkipEmpty());
+    if (lines.size() == 2) {
+      daemon->unix_target_ = lines[0];
+      daemon->tcp_target_ = lines[1];
+      return daemon;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return absl::DeadlineExceededError("gpustreamd did not become ready");
+}
+
+std::string DaemonProcess::log() const { return ReadFile(log_path_); }
+
+int DaemonProcess::Stop(int signal) {
+  if (pid_ < 0) return -1;
+  kill(pid_, signal);
+  int status = WaitExit(pid_, absl::Seconds(30));
+  if (status != -1) pid_ = -1;
+  return status;
+}
+
+DaemonProcess::~DaemonProcess() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  unlink(socket_path_.c_str());
+  unlink(ready_path_.c_str());
+  unlink(log_path_.c_str());
+}
+
+}  // namespace gpustream::testing

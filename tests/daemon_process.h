@@ -1,0 +1,53 @@
+// Runs gpustreamd as a real child process for end-to-end tests.
+#ifndef GPUSTREAM_TESTS_DAEMON_PROCESS_H_
+#define GPUSTREAM_TESTS_DAEMON_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace gpustream::testing {
+
+// The path of a file in the test's runfiles, e.g. "server/gpustreamd".
+std::string RunfilePath(const std::string& relative);
+
+// Runs `argv` to completion (bounded by `timeout`), returning its exit code
+// and, in `output`, what it wrote to stdout and stderr.
+int RunCommand(const std::vector<std::string>& argv, std::string* output,
+               absl::Duration timeout = absl::Seconds(30));
+
+// One gpustreamd listening on a fresh unix socket and a free TCP port of
+// 127.0.0.1. The destructor kills it if it still runs.
+class DaemonProcess {
+ public:
+  // Starts the daemon with `extra_args` and waits (at most 30 s) until it
+  // serves.
+  static absl::StatusOr<std::unique_ptr<DaemonProcess>> Start(
+      const std::vector<std::string>& extra_args = {});
+  ~DaemonProcess();
+
+  const std::string& unix_target() const { return unix_target_; }
+  const std::string& tcp_target() const { return tcp_target_; }
+  pid_t pid() const { return pid_; }
+  // What the daemon wrote to stderr so far.
+  std::string log() const;
+
+  // Sends `signal` and waits (at most 30 s) for the exit; returns the exit
+  // status (128 + n when killed by signal n, -1 on timeout).
+  int Stop(int signal);
+
+ private:
+  DaemonProcess() = default;
+
+  pid_t pid_ = -1;
+  std::string unix_target_, tcp_target_, socket_path_, ready_path_, log_path_;
+};
+
+}  // namespace gpustream::testing
+
+#endif  // GPUSTREAM_TESTS_DAEMON_PROCESS_H_
