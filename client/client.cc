@@ -13,57 +13,60 @@ absl::Status FromGrpc(const grpc::Status& s) {
 
 }  // namespace
 
-Client::Client(std::shared_ptr<grpc::Channel> channel, uint32_t version)
+Client::Client(std::shared_ptr<grpc::Channel> channel, std::string token,
+               uint32_t version)
     : channel_(std::move(channel)),
       stub_(v1::GpuStream::NewStub(channel_)),
+      token_(std::move(token)),
       version_(version) {}
 
+std::unique_ptr<grpc::ClientContext> Client::NewContext() const {
+  return NewClientContext(token_);
+}
+
 absl::StatusOr<Client> Client::Connect(const std::string& target,
-                                       absl::Duration timeout) {
+                                       const ConnectOptions& options) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
   return Connect(grpc::CreateCustomChannel(
                      target, grpc::InsecureChannelCredentials(), args),
-                 timeout);
+                 options);
 }
 
 absl::StatusOr<Client> Client::Connect(std::shared_ptr<grpc::Channel> channel,
-                                       absl::Duration timeout) {
+                                       const ConnectOptions& options) {
   auto stub = v1::GpuStream::NewStub(channel);
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  context.set_wait_for_ready(true);  // Ride out a daemon still starting.
+  auto context = NewClientContext(options.token);
+  context->set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));
+  context->set_wait_for_ready(true);  // Ride out a daemon still starting.
   v1::GetVersionRequest request;
   request.set_min_version(kMinVersion);
   request.set_max_version(kMaxVersion);
   v1::GetVersionResponse response;
-  grpc::Status status = stub->GetVersion(&context, request, &response);
+  grpc::Status status = stub->GetVersion(context.get(), request, &response);
   if (!status.ok()) return FromGrpc(status);
-  return Client(std::move(channel), response.version());
+  return Client(std::move(channel), options.token, response.version());
 }
 
 absl::StatusOr<v1::GetServerInfoResponse> Client::server_info() const {
-  grpc::ClientContext context;
   v1::GetServerInfoResponse response;
-  grpc::Status s = stub_->GetServerInfo(&context, {}, &response);
+  grpc::Status s = stub_->GetServerInfo(NewContext().get(), {}, &response);
   if (!s.ok()) return FromGrpc(s);
   return response;
 }
 
 absl::StatusOr<std::vector<v1::Device>> Client::list_devices() const {
-  grpc::ClientContext context;
   v1::ListDevicesResponse response;
-  grpc::Status s = stub_->ListDevices(&context, {}, &response);
+  grpc::Status s = stub_->ListDevices(NewContext().get(), {}, &response);
   if (!s.ok()) return FromGrpc(s);
   return std::vector<v1::Device>(response.devices().begin(),
                                  response.devices().end());
 }
 
 absl::StatusOr<std::vector<v1::Module>> Client::list_modules() const {
-  grpc::ClientContext context;
   v1::ListModulesResponse response;
-  grpc::Status s = stub_->ListModules(&context, {}, &response);
+  grpc::Status s = stub_->ListModules(NewContext().get(), {}, &response);
   if (!s.ok()) return FromGrpc(s);
   return std::vector<v1::Module>(response.modules().begin(),
                                  response.modules().end());
@@ -71,16 +74,15 @@ absl::StatusOr<std::vector<v1::Module>> Client::list_modules() const {
 
 absl::StatusOr<std::unique_ptr<Session>> Client::open_session(
     const SessionOptions& options) const {
-  grpc::ClientContext context;
   v1::OpenSessionRequest request;
   request.set_device_id(options.device_id);
   request.set_client_name(options.client_name);
   request.set_lease_seconds(options.lease_seconds);
   v1::OpenSessionResponse response;
-  grpc::Status s = stub_->OpenSession(&context, request, &response);
+  grpc::Status s = stub_->OpenSession(NewContext().get(), request, &response);
   if (!s.ok()) return FromGrpc(s);
   return std::make_unique<Session>(std::make_shared<SessionCore>(
-      channel_, response.session_id(), response.default_queue_id()));
+      channel_, token_, response.session_id(), response.default_queue_id()));
 }
 
 }  // namespace gpustream::client

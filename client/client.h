@@ -15,6 +15,14 @@
 
 namespace gpustream::client {
 
+struct ConnectOptions {
+  // How long to wait for the daemon to answer the version handshake.
+  absl::Duration timeout = absl::Seconds(10);
+  // The bearer token, where the daemon requires one (sent as
+  // "authorization: Bearer <token>" on every call).
+  std::string token;
+};
+
 struct SessionOptions {
   uint32_t device_id = 0;
   std::string client_name;
@@ -31,12 +39,11 @@ class Client {
   // `target`: "unix:/path" or "host:port". Negotiates the protocol version
   // (FAILED_PRECONDITION if none is shared; UNAVAILABLE if nobody answers
   // within `timeout`).
-  static absl::StatusOr<Client> Connect(
-      const std::string& target, absl::Duration timeout = absl::Seconds(10));
+  static absl::StatusOr<Client> Connect(const std::string& target,
+                                        const ConnectOptions& options = {});
   // Over an existing channel (in-process servers, custom credentials).
-  static absl::StatusOr<Client> Connect(
-      std::shared_ptr<grpc::Channel> channel,
-      absl::Duration timeout = absl::Seconds(10));
+  static absl::StatusOr<Client> Connect(std::shared_ptr<grpc::Channel> channel,
+                                        const ConnectOptions& options = {});
 
   uint32_t protocol_version() const { return version_; }
   std::shared_ptr<grpc::Channel> channel() const { return channel_; }
@@ -50,10 +57,14 @@ class Client {
       const SessionOptions& options = {}) const;
 
  private:
-  Client(std::shared_ptr<grpc::Channel> channel, uint32_t version);
+  Client(std::shared_ptr<grpc::Channel> channel, std::string token,
+         uint32_t version);
+  // A context carrying the token.
+  std::unique_ptr<grpc::ClientContext> NewContext() const;
 
   std::shared_ptr<grpc::Channel> channel_;
   std::shared_ptr<v1::GpuStream::Stub> stub_;
+  std::string token_;
   uint32_t version_;
 };
 

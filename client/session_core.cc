@@ -20,12 +20,22 @@ absl::Status FromProto(const v1::Status& s) {
 
 }  // namespace
 
+std::unique_ptr<grpc::ClientContext> NewClientContext(
+    const std::string& token) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  if (!token.empty()) context->AddMetadata("authorization", "Bearer " + token);
+  return context;
+}
+
 SessionCore::SessionCore(std::shared_ptr<grpc::Channel> channel,
-                         std::string session_id, uint64_t default_queue_id)
-    : session_id_(std::move(session_id)),
+                         std::string token, std::string session_id,
+                         uint64_t default_queue_id)
+    : token_(std::move(token)),
+      session_id_(std::move(session_id)),
       default_queue_id_(default_queue_id),
       stub_(v1::GpuStream::NewStub(channel)) {
-  stream_ = stub_->Submit(&stream_context_);
+  stream_context_ = NewClientContext(token_);
+  stream_ = stub_->Submit(stream_context_.get());
   batch_.set_session_id(session_id_);
   reader_ = std::thread(&SessionCore::ReadLoop, this);
 }
@@ -199,7 +209,7 @@ void SessionCore::AddHostFunc(uint64_t callback_id, std::function<void()> fn,
   absl::MutexLock lock(&mu_);
   host_funcs_.emplace(callback_id, HostFunc{std::move(fn), flag_id, value});
   if (watch_context_ == nullptr && !closed_) {
-    watch_context_ = std::make_unique<grpc::ClientContext>();
+    watch_context_ = NewClientContext(token_);
     watcher_ = std::thread(&SessionCore::WatchLoop, this);
   }
 }
@@ -249,11 +259,11 @@ absl::Status SessionCore::Close() {
   v1::CloseSessionRequest request;
   request.set_session_id(session_id_);
   v1::CloseSessionResponse response;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(60));
+  auto context = NewClientContext(token_);
+  context->set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::seconds(60));
   absl::Status closed =
-      FromGrpc(stub_->CloseSession(&context, request, &response));
+      FromGrpc(stub_->CloseSession(context.get(), request, &response));
   {
     absl::MutexLock lock(&batch_mu_);
     writes_done_ = true;

@@ -25,6 +25,9 @@
 
 namespace gpustream::client {
 
+// A call context carrying "authorization: Bearer <token>" (none if empty).
+std::unique_ptr<grpc::ClientContext> NewClientContext(const std::string& token);
+
 // Thread-safe. Commands are appended to a batch and sent when the batch is
 // full or a caller needs an answer (Flush / Call), so enqueueing costs no
 // round trip. The server reports failures of batched commands
@@ -35,8 +38,8 @@ class SessionCore {
   // Commands per SubmitRequest before an automatic flush.
   static constexpr int kMaxBatch = 512;
 
-  SessionCore(std::shared_ptr<grpc::Channel> channel, std::string session_id,
-              uint64_t default_queue_id);
+  SessionCore(std::shared_ptr<grpc::Channel> channel, std::string token,
+              std::string session_id, uint64_t default_queue_id);
   ~SessionCore();  // Close()s.
   SessionCore(const SessionCore&) = delete;
   SessionCore& operator=(const SessionCore&) = delete;
@@ -96,12 +99,13 @@ class SessionCore {
   void RecordError(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
   void FailAll(const absl::Status& status);
 
+  const std::string token_;
   const std::string session_id_;
   const uint64_t default_queue_id_;
   std::unique_ptr<v1::GpuStream::Stub> stub_;
   std::atomic<uint64_t> next_id_{1};
 
-  grpc::ClientContext stream_context_;
+  std::unique_ptr<grpc::ClientContext> stream_context_;
   std::unique_ptr<
       grpc::ClientReaderWriter<v1::SubmitRequest, v1::SubmitResponse>>
       stream_;

@@ -145,8 +145,12 @@ int Run(int argc, char** argv) {
                  devices.status().ToString().c_str());
     return 2;
   }
-  auto core =
-      session::ServerCore::Create(*std::move(devices), module_folders, options);
+  std::vector<session::TokenGrant> tokens;
+  for (const auto& t : config->tokens()) {
+    tokens.push_back({t.token(), t.tenant(), t.admin()});
+  }
+  auto core = session::ServerCore::Create(*std::move(devices), module_folders,
+                                          options, tokens);
   if (!core.ok()) {
     std::fprintf(stderr, "gpustreamd: %s\n", core.status().ToString().c_str());
     return 2;

@@ -38,6 +38,9 @@ class GpuStreamService : public v1::GpuStream::CallbackService {
   grpc::ServerUnaryReactor* KeepAlive(grpc::CallbackServerContext* ctx,
                                       const v1::KeepAliveRequest* req,
                                       v1::KeepAliveResponse* resp) override;
+  grpc::ServerUnaryReactor* ListSessions(
+      grpc::CallbackServerContext* ctx, const v1::ListSessionsRequest* req,
+      v1::ListSessionsResponse* resp) override;
 
 #define GPUSTREAM_DECLARE_UNARY(Name, field)                       \
   grpc::ServerUnaryReactor* Name(grpc::CallbackServerContext* ctx, \

@@ -12,7 +12,16 @@ using session::Session;
 
 }  // namespace
 
-SubmitReactor::SubmitReactor(session::ServerCore& core) : core_(core) {
+SubmitReactor::SubmitReactor(session::ServerCore& core,
+                             absl::StatusOr<session::Principal> who)
+    : core_(core), who_(who.ok() ? *who : session::Principal{}) {
+  if (!who.ok()) {
+    absl::MutexLock lock(&mu_);
+    reads_done_ = true;
+    final_status_ = ToGrpcStatus(who.status());
+    MaybeWriteOrFinish();
+    return;
+  }
   StartRead(&request_);
 }
 
@@ -35,7 +44,7 @@ void SubmitReactor::OnReadDone(bool ok) {
       error = absl::InvalidArgumentError(
           "session_id is required on the first SubmitRequest");
     } else {
-      auto session = core_.FindSession(request_.session_id());
+      auto session = core_.FindSession(who_, request_.session_id());
       if (session.ok()) {
         session_ = *std::move(session);
         session_->StreamOpened();
@@ -110,7 +119,7 @@ void SubmitReactor::RunCommand(const v1::Command& command) {
         return;
       }
       core_.CloseSession(
-          req, resp,
+          who_, req, resp,
           [this, result = std::move(result)](absl::Status s) mutable {
             Complete(std::move(result), s, true);
           });
@@ -125,7 +134,7 @@ void SubmitReactor::RunCommand(const v1::Command& command) {
       }
       v1::KeepAliveRequest req = command.keep_alive();
       req.set_session_id(session_->id());
-      absl::Status s = core_.KeepAlive(req, result->mutable_keep_alive());
+      absl::Status s = core_.KeepAlive(who_, req, result->mutable_keep_alive());
       Complete(std::move(result), s, /*send_if_ok=*/true);
       return;
     }

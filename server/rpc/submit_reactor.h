@@ -21,7 +21,10 @@ namespace gpustream::rpc {
 class SubmitReactor
     : public grpc::ServerBidiReactor<v1::SubmitRequest, v1::SubmitResponse> {
  public:
-  explicit SubmitReactor(session::ServerCore& core);
+  // `who` is the authenticated caller, or why authentication failed (then
+  // the stream finishes at once with that status).
+  SubmitReactor(session::ServerCore& core,
+                absl::StatusOr<session::Principal> who);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -41,6 +44,7 @@ class SubmitReactor
   void MaybeWriteOrFinish() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   session::ServerCore& core_;
+  const session::Principal who_;
   std::shared_ptr<session::Session> session_;  // Set by the first request.
   v1::SubmitRequest request_;                  // Owned by the read in flight.
 

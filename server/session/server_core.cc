@@ -10,8 +10,9 @@ namespace gpustream::session {
 
 absl::StatusOr<std::unique_ptr<ServerCore>> ServerCore::Create(
     std::vector<std::unique_ptr<backend::Device>> devices,
-    const std::vector<std::string>& module_folders, ManagerOptions options) {
-  auto core = std::unique_ptr<ServerCore>(new ServerCore());
+    const std::vector<std::string>& module_folders, ManagerOptions options,
+    const std::vector<TokenGrant>& tokens) {
+  auto core = std::unique_ptr<ServerCore>(new ServerCore(tokens));
   std::vector<DeviceSlot> slots;
   for (auto& device : devices) {
     auto registry = modules::ModuleRegistry::Create(*device, module_folders);
@@ -112,26 +113,39 @@ absl::Status ServerCore::ListModules(const v1::ListModulesRequest&,
   return absl::OkStatus();
 }
 
-absl::Status ServerCore::OpenSession(const v1::OpenSessionRequest& req,
+absl::Status ServerCore::OpenSession(const Principal& who,
+                                     const v1::OpenSessionRequest& req,
                                      v1::OpenSessionResponse* resp) {
   if (shutting_down()) return absl::UnavailableError("daemon shutting down");
-  return sessions_->Open(req, resp);
+  return sessions_->Open(who.tenant, req, resp);
 }
 
-void ServerCore::CloseSession(const v1::CloseSessionRequest& req,
+void ServerCore::CloseSession(const Principal& who,
+                              const v1::CloseSessionRequest& req,
                               v1::CloseSessionResponse*, Session::Done done) {
-  sessions_->Close(req.session_id(), std::move(done));
+  sessions_->Close(who.tenant, req.session_id(), std::move(done));
 }
 
-absl::Status ServerCore::KeepAlive(const v1::KeepAliveRequest& req,
+absl::Status ServerCore::KeepAlive(const Principal& who,
+                                   const v1::KeepAliveRequest& req,
                                    v1::KeepAliveResponse* resp) {
-  return sessions_->KeepAlive(req, resp);
+  return sessions_->KeepAlive(who.tenant, req, resp);
+}
+
+absl::Status ServerCore::ListSessions(const Principal& who,
+                                      const v1::ListSessionsRequest&,
+                                      v1::ListSessionsResponse* resp) {
+  if (auto s = Authenticator::RequireAdmin(who, "ListSessions"); !s.ok()) {
+    return s;
+  }
+  sessions_->List(resp);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<Session>> ServerCore::FindSession(
-    const std::string& session_id) {
+    const Principal& who, const std::string& session_id) {
   if (shutting_down()) return absl::UnavailableError("daemon shutting down");
-  return sessions_->Find(session_id);
+  return sessions_->Find(who.tenant, session_id);
 }
 
 }  // namespace gpustream::session

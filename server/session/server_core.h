@@ -12,6 +12,7 @@
 #include "proto/gpustream/v1/gpustream.pb.h"
 #include "server/backend/device.h"
 #include "server/modules/module_registry.h"
+#include "server/session/authenticator.h"
 #include "server/session/session.h"
 #include "server/session/session_manager.h"
 #include "server/util/timer_thread.h"
@@ -28,7 +29,14 @@ class ServerCore {
   // Loads each device's modules (built-ins plus `module_folders`).
   static absl::StatusOr<std::unique_ptr<ServerCore>> Create(
       std::vector<std::unique_ptr<backend::Device>> devices,
-      const std::vector<std::string>& module_folders, ManagerOptions options);
+      const std::vector<std::string>& module_folders, ManagerOptions options,
+      const std::vector<TokenGrant>& tokens = {});
+
+  // The caller behind a request's "authorization" metadata (null if absent).
+  absl::StatusOr<Principal> Authenticate(
+      const std::string* authorization) const {
+    return authenticator_.Authenticate(authorization);
+  }
 
   absl::Status GetVersion(const v1::GetVersionRequest& req,
                           v1::GetVersionResponse* resp);
@@ -38,16 +46,22 @@ class ServerCore {
                            v1::ListDevicesResponse* resp);
   absl::Status ListModules(const v1::ListModulesRequest& req,
                            v1::ListModulesResponse* resp);
-  absl::Status OpenSession(const v1::OpenSessionRequest& req,
+  absl::Status OpenSession(const Principal& who,
+                           const v1::OpenSessionRequest& req,
                            v1::OpenSessionResponse* resp);
-  void CloseSession(const v1::CloseSessionRequest& req,
+  void CloseSession(const Principal& who, const v1::CloseSessionRequest& req,
                     v1::CloseSessionResponse* resp, Session::Done done);
-  absl::Status KeepAlive(const v1::KeepAliveRequest& req,
+  absl::Status KeepAlive(const Principal& who, const v1::KeepAliveRequest& req,
                          v1::KeepAliveResponse* resp);
+  // Admin only.
+  absl::Status ListSessions(const Principal& who,
+                            const v1::ListSessionsRequest& req,
+                            v1::ListSessionsResponse* resp);
 
-  // The session named by a request; UNAVAILABLE once shutting down.
+  // The caller's session named by a request (another tenant's is NOT_FOUND);
+  // UNAVAILABLE once shutting down.
   absl::StatusOr<std::shared_ptr<Session>> FindSession(
-      const std::string& session_id);
+      const Principal& who, const std::string& session_id);
 
   // From now on every request fails with UNAVAILABLE.
   void BeginShutdown() { shutting_down_.store(true); }
@@ -56,8 +70,10 @@ class ServerCore {
   SessionManager& sessions() { return *sessions_; }
 
  private:
-  ServerCore() = default;
+  explicit ServerCore(const std::vector<TokenGrant>& tokens)
+      : authenticator_(tokens) {}
 
+  const Authenticator authenticator_;
   std::vector<std::unique_ptr<backend::Device>> devices_;
   std::vector<std::unique_ptr<modules::ModuleRegistry>> registries_;
   util::TimerThread timer_;

@@ -116,12 +116,28 @@ backend::ParamKind ArgKind(const v1::KernelArg& arg) {
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Session>> Session::Create(std::string id,
+                                                         SessionOwner owner,
                                                          SessionContext ctx) {
-  auto session = std::shared_ptr<Session>(new Session(std::move(id), ctx));
+  auto session = std::shared_ptr<Session>(
+      new Session(std::move(id), std::move(owner), ctx));
   absl::MutexLock lock(&session->mu_);
   auto queue = session->NewQueue(0, &session->default_queue_id_, 0);
   if (!queue.ok()) return queue.status();
   return session;
+}
+
+void Session::Describe(v1::SessionInfo* info) {
+  info->set_session_id(id_);
+  info->set_tenant(owner_.tenant);
+  info->set_client_name(owner_.client_name);
+  info->set_device_id(owner_.device_id);
+  info->set_open_streams(open_streams());
+  info->set_idle_ms(absl::ToInt64Milliseconds(absl::Now() - last_used()));
+  absl::MutexLock lock(&mu_);
+  info->set_queues(objects_.Count<Queue>());
+  info->set_events(objects_.Count<Event>());
+  info->set_flags(objects_.Count<Flag>());
+  info->set_buffers(objects_.Count<Buffer>());
 }
 
 Session::~Session() {

@@ -26,6 +26,13 @@ struct SessionLimits {
   uint32_t max_objects = 65536;
 };
 
+// Who opened a session, and on which device.
+struct SessionOwner {
+  std::string tenant;
+  std::string client_name;
+  uint32_t device_id = 0;
+};
+
 // What a session uses but does not own; all outlive every session.
 struct SessionContext {
   backend::Device* device;
@@ -46,10 +53,14 @@ class Session {
 
   // Creates the session and its default queue.
   static absl::StatusOr<std::shared_ptr<Session>> Create(std::string id,
+                                                         SessionOwner owner,
                                                          SessionContext ctx);
   ~Session();
 
   const std::string& id() const { return id_; }
+  const SessionOwner& owner() const { return owner_; }
+  // An admin's summary: object counts, streams, idle time.
+  void Describe(v1::SessionInfo* info);
   uint64_t default_queue_id() const { return default_queue_id_; }
   NotificationHub& notifications() { return *notifications_; }
 
@@ -136,7 +147,8 @@ class Session {
   void Teardown(const absl::Status& reason);
 
  private:
-  Session(std::string id, SessionContext ctx) : id_(std::move(id)), ctx_(ctx) {}
+  Session(std::string id, SessionOwner owner, SessionContext ctx)
+      : id_(std::move(id)), owner_(std::move(owner)), ctx_(ctx) {}
 
   template <typename T>
   absl::StatusOr<std::shared_ptr<T>> Find(uint64_t id, absl::string_view field);
@@ -154,6 +166,7 @@ class Session {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string id_;
+  const SessionOwner owner_;
   const SessionContext ctx_;
   uint64_t default_queue_id_ = 0;
   // Shared with queue callbacks, which may outlive the session.

@@ -42,7 +42,8 @@ SessionManager::~SessionManager() {
   housekeeper_.join();
 }
 
-absl::Status SessionManager::Open(const v1::OpenSessionRequest& req,
+absl::Status SessionManager::Open(const std::string& tenant,
+                                  const v1::OpenSessionRequest& req,
                                   v1::OpenSessionResponse* resp) {
   if (req.device_id() >= devices_.size()) {
     return absl::NotFoundError(
@@ -64,7 +65,7 @@ absl::Status SessionManager::Open(const v1::OpenSessionRequest& req,
   }
   const DeviceSlot& slot = devices_[req.device_id()];
   auto session = Session::Create(
-      NewSessionId(),
+      NewSessionId(), {tenant, req.client_name(), req.device_id()},
       {slot.device, slot.modules, timer_, options_.session_limits});
   if (!session.ok()) return session.status();
   resp->set_session_id((*session)->id());
@@ -77,53 +78,66 @@ absl::Status SessionManager::Open(const v1::OpenSessionRequest& req,
   return absl::OkStatus();
 }
 
-void SessionManager::Close(const std::string& session_id,
+absl::StatusOr<SessionManager::Entry*> SessionManager::Lookup(
+    const std::string& tenant, const std::string& session_id) {
+  auto it = sessions_.find(session_id);
+  if (it == sessions_.end() || it->second.session->owner().tenant != tenant) {
+    if (stopping_) return absl::UnavailableError("daemon shutting down");
+    return absl::NotFoundError(
+        absl::StrCat("unknown session_id '", session_id, "'"));
+  }
+  return &it->second;
+}
+
+void SessionManager::Close(const std::string& tenant,
+                           const std::string& session_id,
                            absl::AnyInvocable<void(absl::Status)> done) {
   absl::MutexLock lock(&mu_);
-  auto it = sessions_.find(session_id);
   // `done` always runs on the housekeeping thread, never under the lock.
-  if (it == sessions_.end()) {
-    chores_.push_back([done = std::move(done), session_id]() mutable {
-      done(absl::NotFoundError(
-          absl::StrCat("unknown session_id '", session_id, "'")));
-    });
+  auto entry = Lookup(tenant, session_id);
+  if (!entry.ok()) {
+    chores_.push_back([done = std::move(done),
+                       status = entry.status()]() mutable { done(status); });
     return;
   }
-  chores_.push_back([session = std::move(it->second.session),
+  chores_.push_back([session = std::move((*entry)->session),
                      done = std::move(done)]() mutable {
     session->Teardown(absl::CancelledError(
         absl::StrCat("session ", session->id(), " was closed")));
     done(absl::OkStatus());
   });
-  sessions_.erase(it);
+  sessions_.erase(session_id);
 }
 
-absl::Status SessionManager::KeepAlive(const v1::KeepAliveRequest& req,
+absl::Status SessionManager::KeepAlive(const std::string& tenant,
+                                       const v1::KeepAliveRequest& req,
                                        v1::KeepAliveResponse* resp) {
   absl::MutexLock lock(&mu_);
-  auto it = sessions_.find(req.session_id());
-  if (it == sessions_.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("unknown session_id '", req.session_id(), "'"));
-  }
-  it->second.session->Touch();
-  it->second.warned = false;
-  resp->set_lease_seconds(absl::ToInt64Seconds(it->second.lease));
+  auto entry = Lookup(tenant, req.session_id());
+  if (!entry.ok()) return entry.status();
+  (*entry)->session->Touch();
+  (*entry)->warned = false;
+  resp->set_lease_seconds(absl::ToInt64Seconds((*entry)->lease));
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<Session>> SessionManager::Find(
-    const std::string& session_id) {
+    const std::string& tenant, const std::string& session_id) {
   absl::MutexLock lock(&mu_);
-  auto it = sessions_.find(session_id);
-  if (it == sessions_.end()) {
-    if (stopping_) return absl::UnavailableError("daemon shutting down");
-    return absl::NotFoundError(
-        absl::StrCat("unknown session_id '", session_id, "'"));
+  auto entry = Lookup(tenant, session_id);
+  if (!entry.ok()) return entry.status();
+  (*entry)->session->Touch();
+  (*entry)->warned = false;
+  return (*entry)->session;
+}
+
+void SessionManager::List(v1::ListSessionsResponse* resp) {
+  std::vector<std::shared_ptr<Session>> sessions;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, entry] : sessions_) sessions.push_back(entry.session);
   }
-  it->second.session->Touch();
-  it->second.warned = false;
-  return it->second.session;
+  for (auto& session : sessions) session->Describe(resp->add_sessions());
 }
 
 void SessionManager::CloseAll() {

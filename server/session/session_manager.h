@@ -45,17 +45,25 @@ class SessionManager {
   SessionManager(const SessionManager&) = delete;
   SessionManager& operator=(const SessionManager&) = delete;
 
-  absl::Status Open(const v1::OpenSessionRequest& req,
+  // Every call names the caller's tenant: another tenant's session is
+  // NOT_FOUND, exactly as one that does not exist.
+  absl::Status Open(const std::string& tenant,
+                    const v1::OpenSessionRequest& req,
                     v1::OpenSessionResponse* resp);
   // Removes the session at once (later lookups fail) and tears it down in
   // the background; `done` runs when teardown has finished.
-  void Close(const std::string& session_id,
+  void Close(const std::string& tenant, const std::string& session_id,
              absl::AnyInvocable<void(absl::Status)> done);
-  absl::Status KeepAlive(const v1::KeepAliveRequest& req,
+  absl::Status KeepAlive(const std::string& tenant,
+                         const v1::KeepAliveRequest& req,
                          v1::KeepAliveResponse* resp);
 
   // The live session, its lease renewed; NOT_FOUND naming session_id.
-  absl::StatusOr<std::shared_ptr<Session>> Find(const std::string& session_id);
+  absl::StatusOr<std::shared_ptr<Session>> Find(const std::string& tenant,
+                                                const std::string& session_id);
+
+  // Every live session, for admins.
+  void List(v1::ListSessionsResponse* resp);
 
   size_t session_count();
 
@@ -70,6 +78,10 @@ class SessionManager {
     bool warned = false;  // LeaseExpiring sent for the current idle spell.
   };
 
+  // The caller's session entry, or NOT_FOUND.
+  absl::StatusOr<Entry*> Lookup(const std::string& tenant,
+                                const std::string& session_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Housekeep();
   void CheckLeases() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -28,13 +28,22 @@ class SessionManagerTest : public ::testing::Test {
 TEST_F(SessionManagerTest, SessionIdsAreLongAndDistinct) {
   auto manager = NewManager({});
   v1::OpenSessionResponse a, b;
-  ASSERT_TRUE(manager->Open({}, &a).ok());
-  ASSERT_TRUE(manager->Open({}, &b).ok());
+  ASSERT_TRUE(manager->Open("t", {}, &a).ok());
+  ASSERT_TRUE(manager->Open("t", {}, &b).ok());
   EXPECT_EQ(a.session_id().size(), 32u);  // 128 bits, hex.
   EXPECT_NE(a.session_id(), b.session_id());
   EXPECT_EQ(a.lease_seconds(), 60u);
-  EXPECT_TRUE(manager->Find(a.session_id()).ok());
-  EXPECT_EQ(manager->Find("nope").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(manager->Find("t", a.session_id()).ok());
+  EXPECT_EQ(manager->Find("t", "nope").status().code(),
+            absl::StatusCode::kNotFound);
+  // Another tenant's session is indistinguishable from a missing one.
+  auto foreign = manager->Find("other", a.session_id());
+  EXPECT_EQ(foreign.status().code(), absl::StatusCode::kNotFound);
+  v1::ListSessionsResponse listed;
+  manager->List(&listed);
+  ASSERT_EQ(listed.sessions_size(), 2);
+  EXPECT_EQ(listed.sessions(0).tenant(), "t");
+  EXPECT_EQ(listed.sessions(0).queues(), 1u);
 }
 
 TEST_F(SessionManagerTest, MaxSessionsAndUnknownDevice) {
@@ -42,12 +51,12 @@ TEST_F(SessionManagerTest, MaxSessionsAndUnknownDevice) {
   options.max_sessions = 1;
   auto manager = NewManager(options);
   v1::OpenSessionResponse resp;
-  ASSERT_TRUE(manager->Open({}, &resp).ok());
-  EXPECT_EQ(manager->Open({}, &resp).code(),
+  ASSERT_TRUE(manager->Open("t", {}, &resp).ok());
+  EXPECT_EQ(manager->Open("t", {}, &resp).code(),
             absl::StatusCode::kResourceExhausted);
   v1::OpenSessionRequest other_device;
   other_device.set_device_id(3);
-  EXPECT_EQ(manager->Open(other_device, &resp).code(),
+  EXPECT_EQ(manager->Open("t", other_device, &resp).code(),
             absl::StatusCode::kNotFound);
 }
 
@@ -56,18 +65,18 @@ TEST_F(SessionManagerTest, LeaseExpiresUnlessKeptAlive) {
   v1::OpenSessionRequest req;
   req.set_lease_seconds(1);
   v1::OpenSessionResponse kept, dropped;
-  ASSERT_TRUE(manager->Open(req, &kept).ok());
-  ASSERT_TRUE(manager->Open(req, &dropped).ok());
+  ASSERT_TRUE(manager->Open("t", req, &kept).ok());
+  ASSERT_TRUE(manager->Open("t", req, &dropped).ok());
   // Keep one alive for 1.6 s, past the other's 1 s lease.
   for (int i = 0; i < 8; ++i) {
     absl::SleepFor(absl::Milliseconds(200));
     v1::KeepAliveRequest keep;
     keep.set_session_id(kept.session_id());
     v1::KeepAliveResponse keep_resp;
-    ASSERT_TRUE(manager->KeepAlive(keep, &keep_resp).ok());
+    ASSERT_TRUE(manager->KeepAlive("t", keep, &keep_resp).ok());
   }
-  EXPECT_TRUE(manager->Find(kept.session_id()).ok());
-  EXPECT_EQ(manager->Find(dropped.session_id()).status().code(),
+  EXPECT_TRUE(manager->Find("t", kept.session_id()).ok());
+  EXPECT_EQ(manager->Find("t", dropped.session_id()).status().code(),
             absl::StatusCode::kNotFound);
 }
 
@@ -76,8 +85,8 @@ TEST_F(SessionManagerTest, OpenStreamHoldsTheLease) {
   v1::OpenSessionRequest req;
   req.set_lease_seconds(1);
   v1::OpenSessionResponse resp;
-  ASSERT_TRUE(manager->Open(req, &resp).ok());
-  auto session = *manager->Find(resp.session_id());
+  ASSERT_TRUE(manager->Open("t", req, &resp).ok());
+  auto session = *manager->Find("t", resp.session_id());
   session->StreamOpened();
   absl::SleepFor(absl::Milliseconds(1500));
   EXPECT_EQ(manager->session_count(), 1u);
@@ -89,15 +98,15 @@ TEST_F(SessionManagerTest, OpenStreamHoldsTheLease) {
 TEST_F(SessionManagerTest, CloseTearsDownInTheBackground) {
   auto manager = NewManager({});
   v1::OpenSessionResponse resp;
-  ASSERT_TRUE(manager->Open({}, &resp).ok());
+  ASSERT_TRUE(manager->Open("t", {}, &resp).ok());
   absl::Notification closed;
-  manager->Close(resp.session_id(), [&](absl::Status s) {
+  manager->Close("t", resp.session_id(), [&](absl::Status s) {
     EXPECT_TRUE(s.ok());
     closed.Notify();
   });
   ASSERT_TRUE(closed.WaitForNotificationWithTimeout(absl::Seconds(10)));
   absl::Notification again;
-  manager->Close(resp.session_id(), [&](absl::Status s) {
+  manager->Close("t", resp.session_id(), [&](absl::Status s) {
     EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
     again.Notify();
   });

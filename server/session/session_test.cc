@@ -21,8 +21,8 @@ class SessionTest : public ::testing::Test {
     SessionLimits limits;
     limits.max_queues = 3;
     limits.max_objects = 16;
-    session_ =
-        *Session::Create("s1", {&device_, modules_.get(), &timer_, limits});
+    session_ = *Session::Create("s1", {"tenant", "test", 0},
+                                {&device_, modules_.get(), &timer_, limits});
   }
 
   uint64_t NewBuffer(uint64_t id, uint64_t size) {
