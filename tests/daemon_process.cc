@@ -29,8 +29,10 @@ std::string ReadFile(const std::string& path) {
   return text.str();
 }
 
-// Spawns argv with stdout and stderr sent to `log_path`.
-pid_t Spawn(const std::vector<std::string>& argv, const std::string& log_path) {
+}  // namespace
+
+pid_t StartProcess(const std::vector<std::string>& argv,
+                   const std::string& log_path) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(),
@@ -48,8 +50,7 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::string& log_path) {
   return pid;
 }
 
-// Waits for `pid` up to `timeout`; returns its exit status or -1.
-int WaitExit(pid_t pid, absl::Duration timeout) {
+int WaitForExit(pid_t pid, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   while (absl::Now() < deadline) {
     int status = 0;
@@ -60,6 +61,8 @@ int WaitExit(pid_t pid, absl::Duration timeout) {
   }
   return -1;
 }
+
+namespace {
 
 // Short paths: a unix socket path must fit in 108 bytes.
 std::string TempPath(const std::string& suffix) {
@@ -77,9 +80,9 @@ std::string RunfilePath(const std::string& relative) {
 int RunCommand(const std::vector<std::string>& argv, std::string* output,
                absl::Duration timeout) {
   const std::string log = TempPath(".out");
-  pid_t pid = Spawn(argv, log);
+  pid_t pid = StartProcess(argv, log);
   if (pid < 0) return -1;
-  int status = WaitExit(pid, timeout);
+  int status = WaitForExit(pid, timeout);
   if (status == -1) {
     kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);
@@ -100,7 +103,7 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
       absl::StrCat("--listen=unix:", daemon->socket_path_, ",127.0.0.1:0"),
       absl::StrCat("--ready_file=", daemon->ready_path_)};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
-  daemon->pid_ = Spawn(argv, daemon->log_path_);
+  daemon->pid_ = StartProcess(argv, daemon->log_path_);
   if (daemon->pid_ < 0) return absl::InternalError("cannot spawn gpustreamd");
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   while (absl::Now() < deadline) {
@@ -127,7 +130,7 @@ std::string DaemonProcess::log() const { return ReadFile(log_path_); }
 int DaemonProcess::Stop(int signal) {
   if (pid_ < 0) return -1;
   kill(pid_, signal);
-  int status = WaitExit(pid_, absl::Seconds(30));
+  int status = WaitForExit(pid_, absl::Seconds(30));
   if (status != -1) pid_ = -1;
   return status;
 }

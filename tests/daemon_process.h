@@ -16,6 +16,13 @@ namespace gpustream::testing {
 // The path of a file in the test's runfiles, e.g. "server/gpustreamd".
 std::string RunfilePath(const std::string& relative);
 
+// Starts `argv` with stdout and stderr sent to `log_path`; -1 on failure.
+pid_t StartProcess(const std::vector<std::string>& argv,
+                   const std::string& log_path);
+// Waits for `pid` up to `timeout`; its exit status (128 + n when killed by
+// signal n), or -1 if it still runs.
+int WaitForExit(pid_t pid, absl::Duration timeout);
+
 // Runs `argv` to completion (bounded by `timeout`), returning its exit code
 // and, in `output`, what it wrote to stdout and stderr.
 int RunCommand(const std::vector<std::string>& argv, std::string* output,

@@ -80,7 +80,8 @@ TEST_F(OrderingTest, EqualWaitIgnoresOtherValuesGreaterEqualDoesNot) {
 TEST_F(OrderingTest, EventDependencyHoldsAcrossQueues) {
   auto value = session_->allocate(4), copy = session_->allocate(4);
   ASSERT_TRUE(value.ok() && copy.ok());
-  Queue producer = session_->create_queue(), consumer = session_->create_queue();
+  Queue producer = session_->create_queue(),
+        consumer = session_->create_queue();
   // Slow producer: without the event the consumer's copy would run first
   // and read zero.
   producer.launch("samples", "spin_ns", {1}, {1}, {uint64_t{100'000'000}});
@@ -96,7 +97,8 @@ TEST_F(OrderingTest, EventDependencyHoldsAcrossQueues) {
 TEST_F(OrderingTest, QueueWaitsForAnotherQueue) {
   auto value = session_->allocate(4), copy = session_->allocate(4);
   ASSERT_TRUE(value.ok() && copy.ok());
-  Queue producer = session_->create_queue(), consumer = session_->create_queue();
+  Queue producer = session_->create_queue(),
+        consumer = session_->create_queue();
   producer.launch("samples", "spin_ns", {1}, {1}, {uint64_t{100'000'000}});
   producer.fill(*value, 0, 4, 0xbeef);
   consumer.wait_for(producer);

@@ -1,0 +1,40 @@
+// A client that takes resources on a daemon, parks work on flags nobody
+// will signal, says READY, and waits to be killed (crash_reclaim_test).
+#include <cstdio>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "client/gpustream.h"
+
+ABSL_FLAG(std::string, target, "", "The daemon");
+ABSL_FLAG(uint64_t, megabytes, 8, "Memory to hold");
+
+namespace gs = gpustream::client;
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  auto client = gs::Client::Connect(absl::GetFlag(FLAGS_target));
+  if (!client.ok()) return 1;
+  auto session =
+      client->open_session({.client_name = "crash", .lease_seconds = 1});
+  if (!session.ok()) return 1;
+  gs::Session& s = **session;
+  auto buffer = s.allocate(absl::GetFlag(FLAGS_megabytes) << 20);
+  auto pinned = s.allocate(1 << 20, gs::MemoryKind::kHostPinned);
+  if (!buffer.ok() || !pinned.ok()) return 1;
+  gs::Flag never = s.create_flag();
+  gs::Queue a = s.create_queue(), b = s.create_queue();
+  // Both queues stall on the flag with work (and the buffers) behind it.
+  a.wait_for_host_value(never, 1);
+  a.fill(*buffer, 0, 1024, 7);
+  b.wait_for(a);
+  b.copy(*buffer, 0, *pinned, 0, 1024);
+  // A host wait parked in the Submit stream.
+  std::thread([&] { (void)never.wait(1); }).detach();
+  if (!s.flush().ok() || !a.is_idle().ok()) return 1;
+  std::printf("READY\n");
+  std::fflush(stdout);
+  std::this_thread::sleep_for(std::chrono::seconds(60));  // Killed before.
+  return 3;
+}
