@@ -29,12 +29,14 @@ void RemoveStaleSocket(const std::string& address) {
 
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
     session::ServerCore& core, const std::vector<std::string>& listen,
-    int max_message_bytes) {
+    int max_message_bytes, const std::vector<grpc::Service*>& extra_services) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   auto server = std::unique_ptr<GrpcServer>(new GrpcServer(core));
   grpc::ServerBuilder builder;
   builder.RegisterService(&server->service_);
+  for (grpc::Service* service : extra_services)
+    builder.RegisterService(service);
   builder.SetMaxReceiveMessageSize(max_message_bytes);
   builder.SetMaxSendMessageSize(max_message_bytes);
   std::vector<int> ports(listen.size(), 0);

@@ -19,9 +19,12 @@ class GrpcServer {
   // Listens on each of `listen` ("unix:/path" or "host:port"; port 0 picks
   // one). A stale unix socket file is replaced. INVALID_ARGUMENT naming the
   // address that could not be bound.
+  // `extra_services` (not owned, must outlive the server) are served beside
+  // GpuStream.
   static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(
       session::ServerCore& core, const std::vector<std::string>& listen,
-      int max_message_bytes);
+      int max_message_bytes,
+      const std::vector<grpc::Service*>& extra_services = {});
 
   // The bound addresses, ports resolved ("127.0.0.1:41231").
   const std::vector<std::string>& addresses() const { return addresses_; }
