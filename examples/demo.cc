@@ -1,6 +1,7 @@
 // The demo job: drives a running gpustreamd through the C++ client and
 // checks every result it reads back. Exit status 0 means all checks passed.
 #include <cstdio>
+#include <cstring>
 #include <numeric>
 #include <string>
 #include <vector>
