@@ -151,14 +151,20 @@ absl::StatusOr<std::shared_ptr<T>> Session::Find(uint64_t id,
   return objects_.Find<T>(id, field);
 }
 
-absl::StatusOr<std::shared_ptr<Queue>> Session::FindLiveQueue(uint64_t id) {
-  auto queue = Find<Queue>(id, "queue_id");
-  if (!queue.ok()) return queue;
-  if (absl::Status error = (*queue)->error(); !error.ok()) {
+// FAILED_PRECONDITION once the queue holds a sticky error.
+absl::Status CheckLive(uint64_t id, Queue& queue) {
+  if (absl::Status error = queue.error(); !error.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "queue_id ", id, " failed earlier and takes no more work (",
         error.ToString(), ")"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<Queue>> Session::FindLiveQueue(uint64_t id) {
+  auto queue = Find<Queue>(id, "queue_id");
+  if (!queue.ok()) return queue;
+  if (absl::Status s = CheckLive(id, **queue); !s.ok()) return s;
   return queue;
 }
 
@@ -675,11 +681,7 @@ absl::Status Session::LaunchKernel(const v1::LaunchKernelRequest& req,
       }
     }
   }
-  if (absl::Status error = queue->error(); !error.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "queue_id ", req.queue_id(), " failed earlier and takes no more work (",
-        error.ToString(), ")"));
-  }
+  if (absl::Status s = CheckLive(req.queue_id(), *queue); !s.ok()) return s;
   queue->Launch(**kernel, config, std::move(args));
   return absl::OkStatus();
 }

@@ -80,6 +80,33 @@ TEST_F(SessionManagerTest, LeaseExpiresUnlessKeptAlive) {
             absl::StatusCode::kNotFound);
 }
 
+TEST_F(SessionManagerTest, LeaseExpiryIsAnnounced) {
+  auto manager = NewManager({});
+  v1::OpenSessionRequest req;
+  req.set_lease_seconds(2);
+  v1::OpenSessionResponse resp;
+  ASSERT_TRUE(manager->Open("t", req, &resp).ok());
+  auto session = *manager->Find("t", resp.session_id());
+  class Sink : public NotificationSink {
+   public:
+    void Deliver(const v1::Notification& n) override {
+      if (n.has_lease_expiring() && !got.HasBeenNotified()) {
+        seconds_left = n.lease_expiring().seconds_left();
+        got.Notify();
+      }
+    }
+    void Close() override { closed.Notify(); }
+    uint32_t seconds_left = 99;
+    absl::Notification got, closed;
+  } sink;
+  session->notifications().Attach(&sink);
+  // Warned once a quarter of the lease is left, then torn down.
+  ASSERT_TRUE(sink.got.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_LE(sink.seconds_left, 1u);
+  ASSERT_TRUE(sink.closed.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(manager->session_count(), 0u);
+}
+
 TEST_F(SessionManagerTest, OpenStreamHoldsTheLease) {
   auto manager = NewManager({});
   v1::OpenSessionRequest req;

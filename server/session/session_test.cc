@@ -202,6 +202,29 @@ TEST_F(SessionTest, DeviceFaultIsStickyThenFailedPrecondition) {
   EXPECT_EQ(Launch(q, "noop", {}).code(), StatusCode::kFailedPrecondition);
 }
 
+TEST_F(SessionTest, DeviceFaultIsPublishedAsQueueError) {
+  class Sink : public NotificationSink {
+   public:
+    void Deliver(const v1::Notification& n) override {
+      if (n.has_queue_error()) {
+        error = n.queue_error();
+        got.Notify();
+      }
+    }
+    void Close() override {}
+    v1::QueueError error;
+    absl::Notification got;
+  } sink;
+  session_->notifications().Attach(&sink);
+  const uint64_t q = session_->default_queue_id();
+  const uint64_t b = NewBuffer(1, 8);
+  ASSERT_TRUE(Launch(q, "fill_u32", {Buf(b), U32(1), U64(64)}, 1, 64).ok());
+  ASSERT_TRUE(sink.got.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(sink.error.queue_id(), q);
+  EXPECT_EQ(sink.error.error().code(), static_cast<int>(StatusCode::kInternal));
+  session_->notifications().Detach(&sink);
+}
+
 TEST_F(SessionTest, SynchronizeTimesOutWithoutCancellingWork) {
   const uint64_t q = session_->default_queue_id();
   ASSERT_TRUE(Launch(q, "spin_ns", {U64(300'000'000)}).ok());
