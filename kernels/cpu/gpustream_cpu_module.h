@@ -16,7 +16,7 @@
  * past its return. Returning nonzero reports a device fault: the message
  * written to `error` becomes the queue's sticky error.
  *
- * Build one with: g++ -shared -fPIC -I<repo>/kernels/cpu my_module.cc
+ * Build one with: g++ -shared -fPIC -I<repo> my_module.cc -o libmine.so
  * and put the .so in the daemon's --modules folder.
  */
 #ifndef GPUSTREAM_KERNELS_CPU_GPUSTREAM_CPU_MODULE_H_

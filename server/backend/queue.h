@@ -75,9 +75,10 @@ class Queue {
                         WaitCondition condition) = 0;
   virtual void WriteFlag(std::shared_ptr<Flag> flag, uint64_t value) = 0;
 
-  // Runs `fn` when the queue reaches this point; the queue does not wait for
-  // it to return before starting later work only if the backend says so: fn
-  // must be quick and must not block (it posts a notification).
+  // Runs `fn` on a backend thread when the queue reaches this point. `fn`
+  // must be quick and must not block (it posts a notification): the queue
+  // does not wait for the client; blocking semantics are built on top with a
+  // WaitFlag after it.
   virtual void HostFunc(absl::AnyInvocable<void()> fn) = 0;
 
   // Calls `done` with the sticky status once all work enqueued so far has
