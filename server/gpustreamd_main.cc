@@ -168,6 +168,12 @@ int Run(int argc, char** argv) {
                  d.name().c_str(), d.backend().c_str(),
                  static_cast<unsigned long long>(d.total_memory_bytes()));
   }
+  v1::ListModulesResponse modules;
+  (void)(*core)->ListModules({}, &modules);
+  for (const auto& m : modules.modules()) {
+    std::fprintf(stderr, "gpustreamd: module %s [%s], %d kernels\n",
+                 m.name().c_str(), m.backend().c_str(), m.kernels_size());
+  }
   for (const auto& address : (*server)->addresses()) {
     std::fprintf(stderr, "gpustreamd: listening on %s\n", address.c_str());
   }
