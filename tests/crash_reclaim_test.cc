@@ -46,7 +46,7 @@ TEST(CrashReclaimTest, KilledClientsResourcesComeBack) {
   const uint64_t before = FreeMemory(*stub);
 
   for (int round = 0; round < 2; ++round) {
-    const std::string out = absl::StrCat("/tmp/gpustream-crash-", getpid());
+    const std::string out = testing::TempPath(".out");
     pid_t client = testing::StartProcess(
         {testing::RunfilePath("tests/crash_client"),
          "--target=" + (*daemon)->unix_target(), "--megabytes=8"},

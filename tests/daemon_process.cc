@@ -62,15 +62,22 @@ int WaitForExit(pid_t pid, absl::Duration timeout) {
   return -1;
 }
 
-namespace {
-
-// Short paths: a unix socket path must fit in 108 bytes.
 std::string TempPath(const std::string& suffix) {
+  // Tests may run side by side in PID namespaces sharing /tmp: getpid() is
+  // no unique name, mkdtemp is. Short, as unix socket paths must fit in 108
+  // bytes. Removed at exit once its files are gone.
+  struct Dir {
+    Dir() {
+      char name[] = "/tmp/gpustream-XXXXXX";
+      path = mkdtemp(name) != nullptr ? name : "/tmp";
+    }
+    ~Dir() { rmdir(path.c_str()); }
+    std::string path;
+  };
+  static Dir dir;
   static std::atomic<int> counter{0};
-  return absl::StrCat("/tmp/gpustream-test-", getpid(), "-", counter++, suffix);
+  return absl::StrCat(dir.path, "/", counter++, suffix);
 }
-
-}  // namespace
 
 std::string RunfilePath(const std::string& relative) {
   const char* root = std::getenv("TEST_SRCDIR");

@@ -13,6 +13,10 @@
 
 namespace gpustream::testing {
 
+// A fresh path in a directory of this test process's own, ending in
+// `suffix` (short enough for a unix socket).
+std::string TempPath(const std::string& suffix);
+
 // The path of a file in the test's runfiles, e.g. "server/gpustreamd".
 std::string RunfilePath(const std::string& relative);
 

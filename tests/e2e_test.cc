@@ -164,7 +164,7 @@ TEST(DaemonTest, OperatorModuleFolderIsLoaded) {
 }
 
 TEST(DaemonTest, ConfigFileSetsLimits) {
-  const std::string config = "/tmp/gpustream-e2e-config.textproto";
+  const std::string config = testing::TempPath(".txtpb");
   {
     std::ofstream out(config);
     out << "cpu_memory_bytes: 4096\nlimits { max_sessions: 1 }\n";

@@ -27,7 +27,7 @@ constexpr char kConfig[] = R"pb(
 class ErrorTableTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    config_path_ = absl::StrCat("/tmp/gpustream-errors-", getpid(), ".txtpb");
+    config_path_ = testing::TempPath(".txtpb");
     std::ofstream(config_path_) << kConfig;
     auto daemon = testing::DaemonProcess::Start({"--config=" + config_path_});
     ASSERT_TRUE(daemon.ok()) << daemon.status();
