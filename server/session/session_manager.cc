@@ -8,7 +8,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 
 namespace gpustream::session {
 namespace {
@@ -93,19 +92,17 @@ void SessionManager::Close(const std::string& tenant,
                            const std::string& session_id,
                            absl::AnyInvocable<void(absl::Status)> done) {
   absl::MutexLock lock(&mu_);
-  // `done` always runs on the housekeeping thread, never under the lock.
+  // `done` never runs under the lock, nor on the caller's thread.
   auto entry = Lookup(tenant, session_id);
   if (!entry.ok()) {
     chores_.push_back([done = std::move(done),
                        status = entry.status()]() mutable { done(status); });
     return;
   }
-  chores_.push_back([session = std::move((*entry)->session),
-                     done = std::move(done)]() mutable {
-    session->Teardown(absl::CancelledError(
-        absl::StrCat("session ", session->id(), " was closed")));
-    done(absl::OkStatus());
-  });
+  StartTeardown(
+      std::move((*entry)->session),
+      absl::CancelledError(absl::StrCat("session ", session_id, " was closed")),
+      std::move(done));
   sessions_.erase(session_id);
 }
 
@@ -140,19 +137,31 @@ void SessionManager::List(v1::ListSessionsResponse* resp) {
   for (auto& session : sessions) session->Describe(resp->add_sessions());
 }
 
-void SessionManager::CloseAll() {
-  absl::Notification done;
-  {
+void SessionManager::StartTeardown(
+    std::shared_ptr<Session> session, absl::Status reason,
+    absl::AnyInvocable<void(absl::Status)> done) {
+  ++teardowns_in_flight_;
+  std::thread([this, session = std::move(session), reason = std::move(reason),
+               done = std::move(done)]() mutable {
+    session->Teardown(reason);
+    session.reset();
+    if (done) done(absl::OkStatus());
     absl::MutexLock lock(&mu_);
-    for (auto& [id, entry] : sessions_) {
-      chores_.push_back([session = std::move(entry.session)] {
-        session->Teardown(absl::UnavailableError("daemon shutting down"));
-      });
-    }
-    sessions_.clear();
-    chores_.push_back([&done] { done.Notify(); });
+    --teardowns_in_flight_;
+  }).detach();
+}
+
+void SessionManager::CloseAll() {
+  absl::MutexLock lock(&mu_);
+  for (auto& [id, entry] : sessions_) {
+    StartTeardown(std::move(entry.session),
+                  absl::UnavailableError("daemon shutting down"), nullptr);
   }
-  done.WaitForNotification();
+  sessions_.clear();
+  auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return teardowns_in_flight_ == 0;
+  };
+  mu_.Await(absl::Condition(&drained));
 }
 
 size_t SessionManager::session_count() {
@@ -170,10 +179,10 @@ void SessionManager::CheckLeases() {
     }
     const absl::Duration idle = now - entry.session->last_used();
     if (idle >= entry.lease) {
-      chores_.push_back([session = std::move(entry.session)] {
-        session->Teardown(absl::CancelledError(
-            absl::StrCat("session ", session->id(), "'s lease expired")));
-      });
+      StartTeardown(std::move(entry.session),
+                    absl::CancelledError(absl::StrCat("session ", it->first,
+                                                      "'s lease expired")),
+                    nullptr);
       sessions_.erase(it++);
       continue;
     }

@@ -34,8 +34,10 @@ struct DeviceSlot {
   const modules::ModuleRegistry* modules;
 };
 
-// Teardowns (close, lease expiry) run on the manager's housekeeping thread,
-// never on the caller's. Thread-safe.
+// Each teardown (close, lease expiry, shutdown) runs on a thread of its own,
+// never the caller's: a session whose queues take long to drain delays no
+// other. Lease checks run on the manager's housekeeping thread.
+// Thread-safe.
 class SessionManager {
  public:
   SessionManager(std::vector<DeviceSlot> devices, util::TimerThread* timer,
@@ -78,6 +80,10 @@ class SessionManager {
     bool warned = false;  // LeaseExpiring sent for the current idle spell.
   };
 
+  // Tears `session` down on a new thread, then calls `done` (if set).
+  void StartTeardown(std::shared_ptr<Session> session, absl::Status reason,
+                     absl::AnyInvocable<void(absl::Status)> done)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The caller's session entry, or NOT_FOUND.
   absl::StatusOr<Entry*> Lookup(const std::string& tenant,
                                 const std::string& session_id)
@@ -91,7 +97,9 @@ class SessionManager {
 
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, Entry> sessions_ ABSL_GUARDED_BY(mu_);
+  // Quick work for the housekeeper, run outside the lock.
   std::deque<absl::AnyInvocable<void()>> chores_ ABSL_GUARDED_BY(mu_);
+  int teardowns_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread housekeeper_;
 };

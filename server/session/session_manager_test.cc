@@ -122,6 +122,33 @@ TEST_F(SessionManagerTest, OpenStreamHoldsTheLease) {
   EXPECT_EQ(manager->session_count(), 0u);
 }
 
+TEST_F(SessionManagerTest, SlowTeardownDelaysNoOtherSession) {
+  auto manager = NewManager({});
+  v1::OpenSessionResponse slow, quick;
+  ASSERT_TRUE(manager->Open("t", {}, &slow).ok());
+  ASSERT_TRUE(manager->Open("t", {}, &quick).ok());
+  // The slow session's queue runs a 1.5 s kernel that teardown must await.
+  auto session = *manager->Find("t", slow.session_id());
+  v1::LaunchKernelRequest spin;
+  spin.set_queue_id(session->default_queue_id());
+  spin.set_module("samples");
+  spin.set_kernel("spin_ns");
+  spin.mutable_grid()->set_x(1);
+  spin.mutable_block()->set_x(1);
+  spin.add_args()->set_u64(1'500'000'000);
+  v1::LaunchKernelResponse launched;
+  ASSERT_TRUE(session->LaunchKernel(spin, &launched).ok());
+  session.reset();
+  absl::Notification slow_closed, quick_closed;
+  manager->Close("t", slow.session_id(),
+                 [&](absl::Status) { slow_closed.Notify(); });
+  manager->Close("t", quick.session_id(),
+                 [&](absl::Status) { quick_closed.Notify(); });
+  ASSERT_TRUE(quick_closed.WaitForNotificationWithTimeout(absl::Seconds(1)));
+  EXPECT_FALSE(slow_closed.HasBeenNotified());
+  ASSERT_TRUE(slow_closed.WaitForNotificationWithTimeout(absl::Seconds(10)));
+}
+
 TEST_F(SessionManagerTest, CloseTearsDownInTheBackground) {
   auto manager = NewManager({});
   v1::OpenSessionResponse resp;
