@@ -37,6 +37,12 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   builder.RegisterService(&server->service_);
   for (grpc::Service* service : extra_services)
     builder.RegisterService(service);
+  // Ping idle connections so a client that vanished without closing (a
+  // partition, a dead host) stops holding its session's lease: its streams
+  // end within about 40 s and the lease clock starts.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.SetMaxReceiveMessageSize(max_message_bytes);
   builder.SetMaxSendMessageSize(max_message_bytes);
   std::vector<int> ports(listen.size(), 0);

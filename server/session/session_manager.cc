@@ -53,14 +53,14 @@ absl::Status SessionManager::Open(const std::string& tenant,
       std::min(req.lease_seconds() == 0 ? options_.default_lease_seconds
                                         : req.lease_seconds(),
                options_.max_lease_seconds);
-  {
-    absl::MutexLock lock(&mu_);
-    if (stopping_) return absl::UnavailableError("daemon shutting down");
-    if (sessions_.size() >= options_.max_sessions) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("the daemon serves the maximum of ",
-                       options_.max_sessions, " sessions"));
-    }
+  // Held from the limit check to the insert, so concurrent opens cannot
+  // pass the limit together (creating a session is quick).
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return absl::UnavailableError("daemon shutting down");
+  if (sessions_.size() >= options_.max_sessions) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the daemon serves the maximum of ", options_.max_sessions,
+                     " sessions"));
   }
   const DeviceSlot& slot = devices_[req.device_id()];
   auto session = Session::Create(
@@ -70,9 +70,7 @@ absl::Status SessionManager::Open(const std::string& tenant,
   resp->set_session_id((*session)->id());
   resp->set_default_queue_id((*session)->default_queue_id());
   resp->set_lease_seconds(lease_s);
-  std::string id = (*session)->id();
-  absl::MutexLock lock(&mu_);
-  sessions_.emplace(std::move(id),
+  sessions_.emplace(resp->session_id(),
                     Entry{*std::move(session), absl::Seconds(lease_s)});
   return absl::OkStatus();
 }
