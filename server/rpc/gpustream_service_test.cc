@@ -7,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "server/backend/cpu/cpu_device.h"
 #include "server/rpc/grpc_server.h"
+#include "server/rpc/submit_reactor.h"
 
 namespace gpustream::rpc {
 namespace {
@@ -151,6 +152,67 @@ TEST_F(ServiceTest, SubmitPipelinesAroundWaitingCommands) {
     }
   }
   stream->WritesDone();
+  while (stream->Read(&resp)) {
+  }  // Finish needs every message read.
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+// A client that piles up waiting commands is refused past the limit, and
+// everything it did send still completes.
+TEST_F(ServiceTest, SubmitRefusesWaitingCommandsPastTheLimit) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  auto stream = stub_->Submit(&ctx);
+  v1::SubmitRequest req;
+  req.set_session_id(session_id_);
+  uint64_t seq = 0;
+  auto* create = req.add_commands();
+  create->set_seq(++seq);
+  create->mutable_create_flag()->set_id(9);
+  auto* gate = req.add_commands();
+  gate->set_seq(++seq);
+  gate->mutable_wait_host_value()->set_queue_id(queue_);
+  gate->mutable_wait_host_value()->set_flag_id(9);
+  gate->mutable_wait_host_value()->set_value(1);
+  ASSERT_TRUE(stream->Write(req));
+  const int kWaiting = SubmitReactor::kMaxInflight + 1;
+  for (int sent = 0; sent < kWaiting;) {
+    req.clear_commands();
+    for (int i = 0; i < 4096 && sent < kWaiting; ++i, ++sent) {
+      auto* c = req.add_commands();
+      c->set_seq(++seq);
+      c->mutable_synchronize_queue()->set_queue_id(queue_);
+    }
+    ASSERT_TRUE(stream->Write(req));
+  }
+  v1::SubmitResponse resp;
+  do {  // Skip plain acknowledgements of the earlier batches.
+    ASSERT_TRUE(stream->Read(&resp));
+  } while (resp.results_size() == 0);
+  ASSERT_EQ(resp.results_size(), 1);
+  EXPECT_EQ(resp.results(0).seq(), seq);  // Only the last one is refused.
+  EXPECT_EQ(resp.results(0).status().code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(resp.results(0).status().message().find("limit 65536"),
+            std::string::npos);
+
+  req.clear_commands();
+  auto* signal = req.add_commands();
+  signal->set_seq(++seq);
+  signal->mutable_signal_flag()->set_flag_id(9);
+  signal->mutable_signal_flag()->set_value(1);
+  ASSERT_TRUE(stream->Write(req));
+  int synced = 0;
+  while (synced < SubmitReactor::kMaxInflight && stream->Read(&resp)) {
+    for (const auto& r : resp.results()) {
+      EXPECT_EQ(r.status().code(), 0);
+      synced += r.has_synchronize_queue();
+    }
+  }
+  EXPECT_EQ(synced, SubmitReactor::kMaxInflight);
+  stream->WritesDone();
+  while (stream->Read(&resp)) {
+  }  // Finish needs every message read.
   EXPECT_TRUE(stream->Finish().ok());
 }
 

@@ -190,9 +190,28 @@ void SubmitReactor::Run(uint64_t seq, Op op, const Req& req,
   const bool always_send =
       IsWaiting(*result) ||
       (Resp::descriptor()->field_count() > 0 && !ClientMintedId(req));
+  absl::Status refused;
   {
     absl::MutexLock lock(&mu_);
+    // Back-pressure: a client that sends waiting commands faster than they
+    // complete, or does not read its results, is refused rather than let
+    // the daemon's memory grow without bound. Plain commands complete at
+    // once and always pass: one of them may be what releases the waits.
+    if (always_send && inflight_ >= kMaxInflight) {
+      refused = absl::ResourceExhaustedError(
+          absl::StrCat("command seq ", seq, ": ", inflight_,
+                       " commands of this stream are still waiting (limit ",
+                       kMaxInflight, "); collect their results first"));
+    } else if (always_send && unsent_bytes_ >= kMaxUnsentBytes) {
+      refused = absl::ResourceExhaustedError(absl::StrCat(
+          "command seq ", seq, ": ", unsent_bytes_,
+          " bytes of results await reading (limit ", kMaxUnsentBytes, ")"));
+    }
     ++inflight_;
+  }
+  if (!refused.ok()) {
+    Complete(std::move(result), refused, always_send);
+    return;
   }
   if (!req.session_id().empty() && req.session_id() != session_->id()) {
     Complete(std::move(result),
@@ -218,6 +237,7 @@ void SubmitReactor::Complete(std::unique_ptr<v1::CommandResult> result,
       result->clear_result();
       ToProto(status, result->mutable_status());
     }
+    unsent_bytes_ += result->ByteSizeLong();
     pending_.mutable_results()->AddAllocated(result.release());
     pending_dirty_ = true;
   }
@@ -229,6 +249,7 @@ void SubmitReactor::MaybeWriteOrFinish() {
   if (finished_) return;
   if (!write_in_flight_ && pending_dirty_ && !broken_) {
     writing_.Swap(&pending_);
+    writing_bytes_ = unsent_bytes_;
     pending_.Clear();
     pending_.set_completed_seq(writing_.completed_seq());
     pending_dirty_ = false;
@@ -246,6 +267,8 @@ void SubmitReactor::MaybeWriteOrFinish() {
 void SubmitReactor::OnWriteDone(bool ok) {
   absl::MutexLock lock(&mu_);
   write_in_flight_ = false;
+  unsent_bytes_ -= writing_bytes_;
+  writing_bytes_ = 0;
   if (!ok) broken_ = true;
   MaybeWriteOrFinish();
 }

@@ -21,6 +21,12 @@ namespace gpustream::rpc {
 class SubmitReactor
     : public grpc::ServerBidiReactor<v1::SubmitRequest, v1::SubmitResponse> {
  public:
+  // Per stream: commands not yet completed, and bytes of results not yet
+  // written, past which new waiting or data-carrying commands are refused
+  // with RESOURCE_EXHAUSTED.
+  static constexpr int kMaxInflight = 65536;
+  static constexpr uint64_t kMaxUnsentBytes = uint64_t{256} << 20;
+
   // `who` is the authenticated caller, or why authentication failed (then
   // the stream finishes at once with that status).
   SubmitReactor(session::ServerCore& core,
@@ -59,6 +65,9 @@ class SubmitReactor
   bool holds_session_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
   int inflight_ ABSL_GUARDED_BY(mu_) = 0;  // Commands not yet completed.
+  // Bytes of results in pending_ and writing_, and of writing_ alone.
+  uint64_t unsent_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t writing_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace gpustream::rpc
