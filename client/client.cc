@@ -2,16 +2,9 @@
 #include "client/client.h"
 
 #include "absl/time/clock.h"
+#include "client/wire.h"
 
 namespace gpustream::client {
-namespace {
-
-absl::Status FromGrpc(const grpc::Status& s) {
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                      s.error_message());
-}
-
-}  // namespace
 
 Client::Client(std::shared_ptr<grpc::Channel> channel, std::string token,
                uint32_t version)

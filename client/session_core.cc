@@ -5,14 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "client/wire.h"
 
 namespace gpustream::client {
 namespace {
-
-absl::Status FromGrpc(const grpc::Status& s) {
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                      s.error_message());
-}
 
 absl::Status FromProto(const v1::Status& s) {
   return absl::Status(static_cast<absl::StatusCode>(s.code()), s.message());

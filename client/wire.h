@@ -1,15 +1,23 @@
-// Conversions from client types to wire fields, shared by the handles.
+// Conversions between client types and wire types, shared by the library.
 #ifndef GPUSTREAM_CLIENT_WIRE_H_
 #define GPUSTREAM_CLIENT_WIRE_H_
+
+#include <grpcpp/support/status.h>
 
 #include <algorithm>
 #include <cstdint>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "client/flag.h"
 #include "proto/gpustream/v1/gpustream.pb.h"
 
 namespace gpustream::client {
+
+inline absl::Status FromGrpc(const grpc::Status& s) {
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                      s.error_message());
+}
 
 inline v1::WaitCondition ToProto(WaitCondition c) {
   return c == WaitCondition::kGreaterEqual ? v1::WAIT_CONDITION_GREATER_EQUAL
