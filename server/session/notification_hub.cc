@@ -54,9 +54,4 @@ void NotificationHub::CloseAll() {
   for (NotificationSink* sink : sinks) sink->Close();
 }
 
-bool NotificationHub::closed() {
-  absl::MutexLock lock(&mu_);
-  return closed_;
-}
-
 }  // namespace gpustream::session

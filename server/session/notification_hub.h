@@ -34,7 +34,6 @@ class NotificationHub {
   void Detach(NotificationSink* sink);
   // Closes every sink and refuses later ones (session teardown).
   void CloseAll();
-  bool closed();
 
  private:
   absl::Mutex mu_;
