@@ -79,17 +79,28 @@ void SubmitReactor::OnReadDone(bool ok) {
   StartRead(&request_);
 }
 
+std::unique_ptr<v1::CommandResult> SubmitReactor::Begin(uint64_t seq) {
+  auto result = std::make_unique<v1::CommandResult>();
+  result->set_seq(seq);
+  absl::MutexLock lock(&mu_);
+  ++inflight_;
+  return result;
+}
+
+namespace {
+
+absl::Status ForeignSession(uint64_t seq, const std::string& session_id) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("command seq ", seq, ": session_id '", session_id,
+                   "' differs from the stream's session"));
+}
+
+}  // namespace
+
 void SubmitReactor::RunCommand(const v1::Command& command) {
   const uint64_t seq = command.seq();
   if (core_.shutting_down()) {
-    auto result = std::make_unique<v1::CommandResult>();
-    result->set_seq(seq);
-    {
-      absl::MutexLock lock(&mu_);
-      ++inflight_;
-    }
-    Complete(std::move(result), absl::UnavailableError("daemon shutting down"),
-             true);
+    Complete(Begin(seq), absl::UnavailableError("daemon shutting down"), true);
     return;
   }
   switch (command.op_case()) {
@@ -101,23 +112,15 @@ void SubmitReactor::RunCommand(const v1::Command& command) {
     GPUSTREAM_SESSION_OPS(GPUSTREAM_CASE)
 #undef GPUSTREAM_CASE
     case v1::Command::kCloseSession: {
-      auto result = std::make_unique<v1::CommandResult>();
-      result->set_seq(seq);
-      auto* resp = result->mutable_close_session();
-      {
-        absl::MutexLock lock(&mu_);
-        ++inflight_;
-      }
+      auto result = Begin(seq);
       v1::CloseSessionRequest req = command.close_session();
       if (req.session_id().empty()) req.set_session_id(session_->id());
       if (req.session_id() != session_->id()) {
-        Complete(std::move(result),
-                 absl::InvalidArgumentError(absl::StrCat(
-                     "command seq ", seq, ": session_id '", req.session_id(),
-                     "' differs from the stream's session")),
+        Complete(std::move(result), ForeignSession(seq, req.session_id()),
                  true);
         return;
       }
+      auto* resp = result->mutable_close_session();
       core_.CloseSession(
           who_, req, resp,
           [this, result = std::move(result)](absl::Status s) mutable {
@@ -126,12 +129,7 @@ void SubmitReactor::RunCommand(const v1::Command& command) {
       return;
     }
     case v1::Command::kKeepAlive: {
-      auto result = std::make_unique<v1::CommandResult>();
-      result->set_seq(seq);
-      {
-        absl::MutexLock lock(&mu_);
-        ++inflight_;
-      }
+      auto result = Begin(seq);
       v1::KeepAliveRequest req = command.keep_alive();
       req.set_session_id(session_->id());
       absl::Status s = core_.KeepAlive(who_, req, result->mutable_keep_alive());
@@ -141,13 +139,7 @@ void SubmitReactor::RunCommand(const v1::Command& command) {
     case v1::Command::OP_NOT_SET:
       break;
   }
-  auto result = std::make_unique<v1::CommandResult>();
-  result->set_seq(seq);
-  {
-    absl::MutexLock lock(&mu_);
-    ++inflight_;
-  }
-  Complete(std::move(result),
+  Complete(Begin(seq),
            absl::InvalidArgumentError(
                absl::StrCat("command seq ", seq, " has no op set")),
            true);
@@ -214,10 +206,7 @@ void SubmitReactor::Run(uint64_t seq, Op op, const Req& req,
     return;
   }
   if (!req.session_id().empty() && req.session_id() != session_->id()) {
-    Complete(std::move(result),
-             absl::InvalidArgumentError(absl::StrCat(
-                 "command seq ", seq, ": session_id '", req.session_id(),
-                 "' differs from the stream's session")),
+    Complete(std::move(result), ForeignSession(seq, req.session_id()),
              always_send);
     return;
   }

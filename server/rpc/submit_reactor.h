@@ -39,6 +39,8 @@ class SubmitReactor
 
  private:
   void RunCommand(const v1::Command& command);
+  // A result for command `seq`, counted in flight until Complete()d.
+  std::unique_ptr<v1::CommandResult> Begin(uint64_t seq);
   template <typename Req, typename Resp, typename Op>
   void Run(uint64_t seq, Op op, const Req& req,
            Resp* (v1::CommandResult::*mutable_result)());
