@@ -63,14 +63,22 @@ class ObjectTable {
     objects_.emplace(id, std::move(object));
   }
 
+  // The object, or null if `id` is unknown or not a T. No error text is
+  // built: for hot paths, which call UnknownError only when it is null.
+  template <typename T>
+  std::shared_ptr<T> Get(uint64_t id) const {
+    auto it = objects_.find(id);
+    if (it == objects_.end()) return nullptr;
+    auto* object = std::get_if<std::shared_ptr<T>>(&it->second);
+    return object != nullptr ? *object : nullptr;
+  }
+
   template <typename T>
   absl::StatusOr<std::shared_ptr<T>> Find(uint64_t id,
                                           absl::string_view field) const {
-    auto it = objects_.find(id);
-    if (it == objects_.end()) return Unknown<T>(id, field);
-    auto* object = std::get_if<std::shared_ptr<T>>(&it->second);
-    if (object == nullptr) return Unknown<T>(id, field);
-    return *object;
+    std::shared_ptr<T> object = Get<T>(id);
+    if (object == nullptr) return UnknownError<T>(id, field);
+    return object;
   }
 
   template <typename T>
@@ -92,19 +100,20 @@ class ObjectTable {
 
   size_t size() const { return objects_.size(); }
 
+  // NOT_FOUND naming the request field that carried the unknown id.
+  template <typename T>
+  static absl::Status UnknownError(uint64_t id, absl::string_view field) {
+    return absl::NotFoundError(absl::StrCat("unknown ", field, " ", id,
+                                            ": no such ", KindName<T>(),
+                                            " in this session"));
+  }
+
   // Empties the table, handing every object to the caller.
   absl::flat_hash_map<uint64_t, Object> TakeAll() {
     return std::exchange(objects_, {});
   }
 
  private:
-  template <typename T>
-  static absl::Status Unknown(uint64_t id, absl::string_view field) {
-    return absl::NotFoundError(absl::StrCat("unknown ", field, " ", id,
-                                            ": no such ", KindName<T>(),
-                                            " in this session"));
-  }
-
   absl::flat_hash_map<uint64_t, Object> objects_;
   uint64_t next_server_id_ = kFirstServerId;
 };

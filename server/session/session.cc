@@ -642,17 +642,21 @@ absl::Status Session::LaunchKernel(const v1::LaunchKernelRequest& req,
       }
       switch (arg.value_case()) {
         case v1::KernelArg::kBuffer: {
-          const std::string field = absl::StrCat("args[", i, "].buffer_id");
-          auto buffer = objects_.Find<Buffer>(arg.buffer().buffer_id(), field);
-          if (!buffer.ok()) return buffer.status();
-          if (arg.buffer().offset() > (*buffer)->size()) {
+          std::shared_ptr<Buffer> buffer =
+              objects_.Get<Buffer>(arg.buffer().buffer_id());
+          if (buffer == nullptr) {
+            return ObjectTable::UnknownError<Buffer>(
+                arg.buffer().buffer_id(),
+                absl::StrCat("args[", i, "].buffer_id"));
+          }
+          if (arg.buffer().offset() > buffer->size()) {
             return absl::OutOfRangeError(absl::StrCat(
                 "args[", i, "].offset ", arg.buffer().offset(),
                 " is past the end of buffer_id ", arg.buffer().buffer_id(),
-                " (", (*buffer)->size(), " bytes)"));
+                " (", buffer->size(), " bytes)"));
           }
           args.push_back(
-              backend::BufferArg{*std::move(buffer), arg.buffer().offset()});
+              backend::BufferArg{std::move(buffer), arg.buffer().offset()});
           break;
         }
         case v1::KernelArg::kI32:
