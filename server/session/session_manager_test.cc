@@ -4,6 +4,7 @@
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "server/backend/cpu/cpu_device.h"
+#include "server/session/recording_sink.h"
 
 namespace gpustream::session {
 namespace {
@@ -87,22 +88,11 @@ TEST_F(SessionManagerTest, LeaseExpiryIsAnnounced) {
   v1::OpenSessionResponse resp;
   ASSERT_TRUE(manager->Open("t", req, &resp).ok());
   auto session = *manager->Find("t", resp.session_id());
-  class Sink : public NotificationSink {
-   public:
-    void Deliver(const v1::Notification& n) override {
-      if (n.has_lease_expiring() && !got.HasBeenNotified()) {
-        seconds_left = n.lease_expiring().seconds_left();
-        got.Notify();
-      }
-    }
-    void Close() override { closed.Notify(); }
-    uint32_t seconds_left = 99;
-    absl::Notification got, closed;
-  } sink;
+  RecordingSink sink(v1::Notification::kLeaseExpiring);
   session->notifications().Attach(&sink);
   // Warned once a quarter of the lease is left, then torn down.
   ASSERT_TRUE(sink.got.WaitForNotificationWithTimeout(absl::Seconds(10)));
-  EXPECT_LE(sink.seconds_left, 1u);
+  EXPECT_LE(sink.first.lease_expiring().seconds_left(), 1u);
   ASSERT_TRUE(sink.closed.WaitForNotificationWithTimeout(absl::Seconds(10)));
   EXPECT_EQ(manager->session_count(), 0u);
 }

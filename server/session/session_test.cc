@@ -7,6 +7,7 @@
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "server/backend/cpu/cpu_device.h"
+#include "server/session/recording_sink.h"
 
 namespace gpustream::session {
 namespace {
@@ -203,25 +204,15 @@ TEST_F(SessionTest, DeviceFaultIsStickyThenFailedPrecondition) {
 }
 
 TEST_F(SessionTest, DeviceFaultIsPublishedAsQueueError) {
-  class Sink : public NotificationSink {
-   public:
-    void Deliver(const v1::Notification& n) override {
-      if (n.has_queue_error()) {
-        error = n.queue_error();
-        got.Notify();
-      }
-    }
-    void Close() override {}
-    v1::QueueError error;
-    absl::Notification got;
-  } sink;
+  RecordingSink sink(v1::Notification::kQueueError);
   session_->notifications().Attach(&sink);
   const uint64_t q = session_->default_queue_id();
   const uint64_t b = NewBuffer(1, 8);
   ASSERT_TRUE(Launch(q, "fill_u32", {Buf(b), U32(1), U64(64)}, 1, 64).ok());
   ASSERT_TRUE(sink.got.WaitForNotificationWithTimeout(absl::Seconds(10)));
-  EXPECT_EQ(sink.error.queue_id(), q);
-  EXPECT_EQ(sink.error.error().code(), static_cast<int>(StatusCode::kInternal));
+  EXPECT_EQ(sink.first.queue_error().queue_id(), q);
+  EXPECT_EQ(sink.first.queue_error().error().code(),
+            static_cast<int>(StatusCode::kInternal));
   session_->notifications().Detach(&sink);
 }
 
@@ -298,16 +289,7 @@ TEST_F(SessionTest, TeardownReleasesWaitsAndMemory) {
 }
 
 TEST_F(SessionTest, HostFuncPublishesNotification) {
-  class Sink : public NotificationSink {
-   public:
-    void Deliver(const v1::Notification& n) override {
-      callback_id = n.host_func_reached().callback_id();
-      got.Notify();
-    }
-    void Close() override {}
-    uint64_t callback_id = 0;
-    absl::Notification got;
-  } sink;
+  RecordingSink sink(v1::Notification::kHostFuncReached);
   session_->notifications().Attach(&sink);
   v1::EnqueueHostFuncRequest req;
   req.set_queue_id(session_->default_queue_id());
@@ -315,7 +297,7 @@ TEST_F(SessionTest, HostFuncPublishesNotification) {
   v1::EnqueueHostFuncResponse resp;
   ASSERT_TRUE(session_->EnqueueHostFunc(req, &resp).ok());
   ASSERT_TRUE(sink.got.WaitForNotificationWithTimeout(absl::Seconds(10)));
-  EXPECT_EQ(sink.callback_id, 1234u);
+  EXPECT_EQ(sink.first.host_func_reached().callback_id(), 1234u);
   session_->notifications().Detach(&sink);
 }
 
