@@ -33,6 +33,10 @@ ABSL_FLAG(std::vector<std::string>, modules, {},
 ABSL_FLAG(std::string, config, "",
           "A gpustream.v1.ServerConfig in protobuf text format "
           "(proto/gpustream/v1/server_config.proto); flags override it");
+ABSL_FLAG(std::string, cuda_driver, "",
+          "The CUDA driver library the cuda backend loads: a file name "
+          "searched as dlopen does, or a path (default libcuda.so.1; tests "
+          "point it at the fake driver)");
 ABSL_FLAG(uint64_t, cpu_memory_bytes, 0,
           "Device memory of the CPU backend (default 1 GiB)");
 ABSL_FLAG(uint32_t, lease_seconds, 0, "Default session lease (default 60 s)");
@@ -114,6 +118,8 @@ int Run(int argc, char** argv) {
   backend::BackendOptions backend_options;
   backend_options.backend = Or(absl::GetFlag(FLAGS_backend),
                                Or(config->backend(), std::string("auto")));
+  backend_options.cuda_driver =
+      Or(absl::GetFlag(FLAGS_cuda_driver), std::string("libcuda.so.1"));
   backend_options.cpu.memory_limit_bytes =
       Or(absl::GetFlag(FLAGS_cpu_memory_bytes),
          Or<uint64_t>(config->cpu_memory_bytes(), uint64_t{1} << 30));
@@ -145,15 +151,25 @@ int Run(int argc, char** argv) {
                  devices.status().ToString().c_str());
     return 2;
   }
+  if (!devices->fallback_reason.empty()) {
+    std::fprintf(stderr,
+                 "gpustreamd: --backend=auto: no GPU backend (%s); serving the "
+                 "CPU backend\n",
+                 devices->fallback_reason.c_str());
+  }
   std::vector<session::TokenGrant> tokens;
   for (const auto& t : config->tokens()) {
     tokens.push_back({t.token(), t.tenant(), t.admin()});
   }
-  auto core = session::ServerCore::Create(*std::move(devices), module_folders,
-                                          options, tokens);
+  auto core = session::ServerCore::Create(std::move(devices->devices),
+                                          module_folders, options, tokens);
   if (!core.ok()) {
     std::fprintf(stderr, "gpustreamd: %s\n", core.status().ToString().c_str());
     return 2;
+  }
+  for (const absl::Status& refused : (*core)->RefusedModules()) {
+    std::fprintf(stderr, "gpustreamd: module refused: %s\n",
+                 std::string(refused.message()).c_str());
   }
   auto server = rpc::GrpcServer::Start(**core, listen, max_message_bytes);
   if (!server.ok()) {

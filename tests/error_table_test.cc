@@ -314,16 +314,31 @@ TEST_F(ErrorTableTest, DeadlineExceeded) {
               StatusCode::DEADLINE_EXCEEDED, "flag_id 11");
 }
 
-// UNIMPLEMENTED: this build has no CUDA backend yet; asking for it fails at
+// UNIMPLEMENTED: this build has no HIP backend yet; asking for it fails at
 // start with the reason.
 TEST(ErrorTableStartupTest, Unimplemented) {
   std::string out;
   EXPECT_EQ(testing::RunCommand({testing::RunfilePath("server/gpustreamd"),
-                                 "--backend=cuda", "--listen=127.0.0.1:0"},
+                                 "--backend=hip", "--listen=127.0.0.1:0"},
                                 &out),
             2);
   EXPECT_TRUE(absl::StrContains(out, "UNIMPLEMENTED")) << out;
-  EXPECT_TRUE(absl::StrContains(out, "--backend=cuda")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "--backend=hip")) << out;
+}
+
+// --backend=cuda without a usable driver exits at start naming the library
+// it tried (or saying the build has no CUDA support).
+TEST(ErrorTableStartupTest, CudaWithoutDriverNamesTheLibrary) {
+  std::string out;
+  EXPECT_EQ(
+      testing::RunCommand(
+          {testing::RunfilePath("server/gpustreamd"), "--backend=cuda",
+           "--cuda_driver=/nonexistent/libcuda.so.1", "--listen=127.0.0.1:0"},
+          &out),
+      2);
+  EXPECT_TRUE(absl::StrContains(out, "/nonexistent/libcuda.so.1") ||
+              absl::StrContains(out, "no CUDA support"))
+      << out;
 }
 
 // UNAVAILABLE (daemon shutting down) is proved by

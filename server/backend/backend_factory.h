@@ -15,13 +15,26 @@ namespace gpustream::backend {
 struct BackendOptions {
   std::string backend = "auto";  // auto | cpu | cuda | hip
   CpuDeviceOptions cpu;
+  // The CUDA driver library: a file name dlopen searches for, or a path.
+  std::string cuda_driver = "libcuda.so.1";
+};
+
+// Whether this build has the CUDA backend (a CUDA toolkit was found when it
+// was built).
+bool HasCudaSupport();
+
+struct Devices {
+  std::vector<std::unique_ptr<Device>> devices;
+  // For "auto": why no GPU backend was chosen (empty if one was).
+  std::string fallback_reason;
 };
 
 // The devices of the chosen backend, ids in vector order. "auto" picks the
-// first GPU backend whose driver loads, else the CPU. INVALID_ARGUMENT for an
-// unknown name; UNIMPLEMENTED for a GPU backend this build does not have yet.
-absl::StatusOr<std::vector<std::unique_ptr<Device>>> CreateDevices(
-    const BackendOptions& options);
+// first GPU backend whose driver loads and has a device, else the CPU.
+// INVALID_ARGUMENT for an unknown name; UNAVAILABLE naming the library for
+// "cuda" without a usable driver; UNIMPLEMENTED for a backend this build
+// lacks.
+absl::StatusOr<Devices> CreateDevices(const BackendOptions& options);
 
 }  // namespace gpustream::backend
 

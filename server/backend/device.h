@@ -24,7 +24,16 @@ struct QueueOptions {
   absl::AnyInvocable<void(const absl::Status&)> on_error;
 };
 
-// Devices live as long as the daemon. Thread-safe.
+// Called once per failure, on a backend thread, when the device or its
+// context fails for good (a GPU kernel fault poisons the whole CUDA context).
+// The status is ABORTED and names the cause.
+using FatalErrorHandler = absl::AnyInvocable<void(const absl::Status&)>;
+
+// Devices live as long as the daemon and outlive every object they create.
+// Objects are shared; each one's native resources are released on the
+// device's cleanup thread when its last reference goes, never on the
+// thread that drops it (a gRPC thread, a completion callback, a holder of
+// the session lock). Thread-safe.
 class Device {
  public:
   virtual ~Device() = default;
@@ -32,7 +41,19 @@ class Device {
   virtual const DeviceInfo& info() const = 0;
   virtual MemoryInfo memory() = 0;
 
-  virtual absl::StatusOr<std::unique_ptr<Queue>> CreateQueue(
+  // Set once, before any object is created.
+  virtual void SetFatalErrorHandler(FatalErrorHandler handler) = 0;
+  // After a fatal error, once every session on the device has been torn
+  // down: resets the device (CUDA: the primary context) so that new objects
+  // work. Objects of the failed context must all be gone. OK when healthy.
+  virtual absl::Status Recover() = 0;
+
+  // Blocks until every release handed to the cleanup thread so far has run
+  // (session teardown, so that memory reported free is free). Never call it
+  // from a backend thread.
+  virtual void FlushCleanup() = 0;
+
+  virtual absl::StatusOr<std::shared_ptr<Queue>> CreateQueue(
       QueueOptions options) = 0;
   virtual absl::StatusOr<std::shared_ptr<Event>> CreateEvent(
       bool enable_timing) = 0;

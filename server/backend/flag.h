@@ -32,8 +32,12 @@ class Flag {
   virtual void CancelWait(WaitId id) = 0;
 
   // Session teardown or flag destruction: every current and future wait on
-  // this flag, by a queue or the host, is released at once (host waits fail
-  // with `reason`), so nothing stays stalled on a value nobody will write.
+  // this flag, by a queue or the host, is released (host waits fail with
+  // `reason`), so nothing stays stalled on a value nobody will write. Host
+  // waits and daemon-held queue waits are released at once; a wait already
+  // on a GPU stream is released by storing the awaited values one by one,
+  // in enqueue order, each until its queue has passed it (two EQUAL waits
+  // on different values cannot be satisfied by one store). Never blocks.
   virtual void Release(const absl::Status& reason) = 0;
 };
 

@@ -25,4 +25,21 @@ const char* ParamKindName(ParamKind kind) {
   return "UNKNOWN";
 }
 
+uint32_t ParamKindSize(ParamKind kind) {
+  switch (kind) {
+    case ParamKind::kI32:
+    case ParamKind::kU32:
+    case ParamKind::kF32:
+      return 4;
+    case ParamKind::kBuffer:
+    case ParamKind::kI64:
+    case ParamKind::kU64:
+    case ParamKind::kF64:
+      return 8;
+    case ParamKind::kBytes:
+      break;
+  }
+  return 0;
+}
+
 }  // namespace gpustream::backend

@@ -27,8 +27,12 @@ enum class ParamKind : int {
 // Upper-case name as in API.md ("BUFFER", "U32", ...).
 const char* ParamKindName(ParamKind kind);
 
+// Whether a flag holding `value` satisfies a wait for `target`. GREATER_EQUAL
+// is CUDA's stream-memory comparison, (int64_t)(value - target) >= 0, so a
+// counter that wraps around keeps working: the same on every backend.
 inline bool Satisfies(uint64_t value, uint64_t target, WaitCondition c) {
-  return c == WaitCondition::kEqual ? value == target : value >= target;
+  if (c == WaitCondition::kEqual) return value == target;
+  return static_cast<int64_t>(value - target) >= 0;
 }
 
 struct Dim3 {
@@ -36,10 +40,30 @@ struct Dim3 {
   uint64_t Volume() const { return uint64_t{x} * y * z; }
 };
 
+// Where one parameter lives in the kernel's argument block.
+struct ParamLayout {
+  uint32_t size = 0;    // Bytes; 0 for a CPU BYTES param (any size).
+  uint32_t offset = 0;  // From the block's start; 0 where unknown (CPU).
+};
+
+// What one kernel accepts, checked per launch before the device sees it.
+struct KernelLimits {
+  uint32_t max_threads_per_block = 0;
+  uint32_t static_shared_memory_bytes = 0;
+  // The most dynamic shared memory a launch may ask for.
+  uint32_t max_dynamic_shared_memory_bytes = 0;
+};
+
 struct KernelSignature {
   std::string name;
   std::vector<ParamKind> params;
+  std::vector<ParamLayout> layout;  // One per param.
+  KernelLimits limits;
 };
+
+// The natural size of a parameter kind in an argument block (a BUFFER is a
+// device pointer); 0 for BYTES, whose size the module declares.
+uint32_t ParamKindSize(ParamKind kind);
 
 struct ModuleInfo {
   std::string name;
@@ -54,6 +78,9 @@ struct DeviceInfo {
   uint32_t multiprocessor_count = 0;
   int32_t priority_least = 0;
   int32_t priority_greatest = 0;
+  // Native device-side flag waits (CUDA: 64-bit stream memory operations).
+  // Without them a backend holds a queue's later work in the daemon until
+  // the flag satisfies the wait: correct, with a host round trip of latency.
   bool supports_wait_value = false;
   bool supports_host_func = false;
   bool supports_timing = false;

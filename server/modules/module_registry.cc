@@ -33,9 +33,15 @@ absl::StatusOr<std::unique_ptr<ModuleRegistry>> ModuleRegistry::Create(
     }
     std::sort(files.begin(), files.end());  // Deterministic load order.
     for (const std::string& path : files) {
+      // A bad module file is refused alone: the daemon serves the others.
       auto module = device.LoadModule(path);
-      if (!module.ok()) return module.status();
-      if (auto s = registry->Add(*std::move(module), path); !s.ok()) return s;
+      if (!module.ok()) {
+        registry->refused_.push_back(module.status());
+        continue;
+      }
+      if (auto s = registry->Add(*std::move(module), path); !s.ok()) {
+        registry->refused_.push_back(s);
+      }
     }
   }
   return registry;

@@ -19,10 +19,14 @@ namespace gpustream::modules {
 class ModuleRegistry {
  public:
   // Loads `device`'s built-in modules and every module file of the device's
-  // backend found (not recursively) in `folders`. A file that fails to load
-  // or a module name loaded twice is an error naming the path.
+  // backend found (not recursively) in `folders`. An unreadable folder is an
+  // error; a file that fails to load (or a module name loaded twice) is
+  // refused alone, with a status naming the path (refused()).
   static absl::StatusOr<std::unique_ptr<ModuleRegistry>> Create(
       backend::Device& device, const std::vector<std::string>& folders);
+
+  // Why each refused module file was refused.
+  const std::vector<absl::Status>& refused() const { return refused_; }
 
   // Modules sorted by name.
   std::vector<const backend::ModuleInfo*> List() const;
@@ -38,6 +42,7 @@ class ModuleRegistry {
                    absl::string_view origin);
 
   absl::flat_hash_map<std::string, std::unique_ptr<backend::Module>> modules_;
+  std::vector<absl::Status> refused_;
 };
 
 }  // namespace gpustream::modules

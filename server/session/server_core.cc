@@ -1,6 +1,7 @@
 // Discovery RPCs and session lookup.
 #include "server/session/server_core.h"
 
+#include <iostream>
 #include <set>
 
 #include "absl/status/status.h"
@@ -23,7 +24,41 @@ absl::StatusOr<std::unique_ptr<ServerCore>> ServerCore::Create(
   }
   core->sessions_ = std::make_unique<SessionManager>(std::move(slots),
                                                      &core->timer_, options);
+  for (uint32_t i = 0; i < core->devices_.size(); ++i) {
+    core->devices_[i]->SetFatalErrorHandler(
+        [core = core.get(), i](const absl::Status& cause) {
+          core->OnDeviceFailure(i, cause);
+        });
+  }
   return core;
+}
+
+std::vector<absl::Status> ServerCore::RefusedModules() const {
+  std::vector<absl::Status> out;
+  for (const auto& registry : registries_) {
+    out.insert(out.end(), registry->refused().begin(),
+               registry->refused().end());
+  }
+  return out;
+}
+
+void ServerCore::OnDeviceFailure(uint32_t device_id,
+                                 const absl::Status& cause) {
+  std::cerr << "gpustreamd: device " << device_id << " failed: " << cause
+            << "; aborting its sessions and resetting it" << std::endl;
+  const absl::Status reason = absl::AbortedError(
+      absl::StrCat("device ", device_id, " failed (", cause.message(),
+                   "); the session was ended, open a new one"));
+  sessions_->AbortDevice(device_id, reason, [this, device_id] {
+    absl::Status recovered = devices_[device_id]->Recover();
+    if (recovered.ok()) {
+      std::cerr << "gpustreamd: device " << device_id
+                << " recovered; new sessions are served" << std::endl;
+    } else {
+      std::cerr << "gpustreamd: device " << device_id
+                << " could not be recovered: " << recovered << std::endl;
+    }
+  });
 }
 
 absl::Status ServerCore::GetVersion(const v1::GetVersionRequest& req,
@@ -86,6 +121,8 @@ absl::Status ServerCore::ListDevices(const v1::ListDevicesRequest&,
       dim->set_z(src.z);
     }
     d->set_max_threads_per_block(info.max_threads_per_block);
+    d->set_max_shared_memory_bytes(info.max_shared_memory_bytes);
+    d->set_wait_value_mode(info.supports_wait_value ? "native" : "daemon");
   }
   return absl::OkStatus();
 }
@@ -107,6 +144,16 @@ absl::Status ServerCore::ListModules(const v1::ListModulesRequest&,
         for (backend::ParamKind p : sig.params) {
           k->add_params(static_cast<v1::ParamKind>(p));
         }
+        for (const backend::ParamLayout& l : sig.layout) {
+          v1::ParamLayout* out = k->add_layout();
+          out->set_size_bytes(l.size);
+          out->set_offset_bytes(l.offset);
+        }
+        k->set_max_threads_per_block(sig.limits.max_threads_per_block);
+        k->set_static_shared_memory_bytes(
+            sig.limits.static_shared_memory_bytes);
+        k->set_max_dynamic_shared_memory_bytes(
+            sig.limits.max_dynamic_shared_memory_bytes);
       }
     }
   }

@@ -68,10 +68,16 @@ class ServerCore {
   bool shutting_down() const { return shutting_down_.load(); }
 
   SessionManager& sessions() { return *sessions_; }
+  // Module files each device's registry refused, and why.
+  std::vector<absl::Status> RefusedModules() const;
 
  private:
   explicit ServerCore(const std::vector<TokenGrant>& tokens)
       : authenticator_(tokens) {}
+
+  // A device's fatal error: abort its sessions (ABORTED naming the cause),
+  // then reset the device so that new sessions work.
+  void OnDeviceFailure(uint32_t device_id, const absl::Status& cause);
 
   const Authenticator authenticator_;
   std::vector<std::unique_ptr<backend::Device>> devices_;

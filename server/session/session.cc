@@ -6,6 +6,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "server/session/timed_done.h"
+#include "server/session/validation.h"
 
 namespace gpustream::session {
 namespace {
@@ -14,104 +17,6 @@ using backend::Buffer;
 using backend::Event;
 using backend::Flag;
 using backend::Queue;
-
-// Finishes an operation exactly once: when it completes, or when its
-// timeout fires first (the work itself is not cancelled).
-class TimedDone {
- public:
-  TimedDone(Session::Done done, util::TimerThread* timer)
-      : done_(std::move(done)), timer_(timer) {}
-
-  // Arms the timeout; `on_timeout` runs before done(DEADLINE_EXCEEDED).
-  static void Arm(const std::shared_ptr<TimedDone>& self, uint32_t timeout_ms,
-                  std::string what, absl::AnyInvocable<void()> on_timeout) {
-    if (timeout_ms == 0) return;
-    absl::MutexLock lock(&self->mu_);
-    if (!self->done_) return;  // Already finished.
-    self->timer_id_ = self->timer_->Schedule(
-        absl::Milliseconds(timeout_ms),
-        [self, what = std::move(what), on_timeout = std::move(on_timeout),
-         timeout_ms]() mutable {
-          if (on_timeout) on_timeout();
-          self->Finish(absl::DeadlineExceededError(
-              absl::StrCat(what, " did not complete within timeout_ms ",
-                           timeout_ms, " (the work goes on)")));
-        });
-  }
-
-  void Finish(absl::Status status) {
-    Session::Done done;
-    util::TimerThread::Id timer_id = 0;
-    {
-      absl::MutexLock lock(&mu_);
-      done = std::move(done_);
-      done_ = nullptr;
-      timer_id = std::exchange(timer_id_, 0);
-    }
-    if (timer_id != 0) timer_->Cancel(timer_id);
-    if (done) done(std::move(status));
-  }
-
- private:
-  absl::Mutex mu_;
-  Session::Done done_ ABSL_GUARDED_BY(mu_);
-  util::TimerThread* const timer_;
-  util::TimerThread::Id timer_id_ ABSL_GUARDED_BY(mu_) = 0;
-};
-
-backend::WaitCondition ToCondition(v1::WaitCondition c) {
-  return c == v1::WAIT_CONDITION_GREATER_EQUAL
-             ? backend::WaitCondition::kGreaterEqual
-             : backend::WaitCondition::kEqual;
-}
-
-absl::Status CheckCondition(v1::WaitCondition c) {
-  if (c == v1::WAIT_CONDITION_UNSPECIFIED || c == v1::WAIT_CONDITION_EQUAL ||
-      c == v1::WAIT_CONDITION_GREATER_EQUAL) {
-    return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "condition ", static_cast<int>(c), " is not a WaitCondition"));
-}
-
-// Grid or block dimensions: x must be set; y and z default to 1.
-absl::StatusOr<backend::Dim3> ToDim3(const v1::Dim3& d, const char* field,
-                                     const backend::Dim3& max) {
-  if (d.x() == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ".x is 0"));
-  }
-  backend::Dim3 out{d.x(), d.y() == 0 ? 1 : d.y(), d.z() == 0 ? 1 : d.z()};
-  if (out.x > max.x || out.y > max.y || out.z > max.z) {
-    return absl::OutOfRangeError(absl::StrCat(
-        field, " (", out.x, ", ", out.y, ", ", out.z,
-        ") exceeds the device limit (", max.x, ", ", max.y, ", ", max.z, ")"));
-  }
-  return out;
-}
-
-backend::ParamKind ArgKind(const v1::KernelArg& arg) {
-  switch (arg.value_case()) {
-    case v1::KernelArg::kBuffer:
-      return backend::ParamKind::kBuffer;
-    case v1::KernelArg::kI32:
-      return backend::ParamKind::kI32;
-    case v1::KernelArg::kU32:
-      return backend::ParamKind::kU32;
-    case v1::KernelArg::kI64:
-      return backend::ParamKind::kI64;
-    case v1::KernelArg::kU64:
-      return backend::ParamKind::kU64;
-    case v1::KernelArg::kF32:
-      return backend::ParamKind::kF32;
-    case v1::KernelArg::kF64:
-      return backend::ParamKind::kF64;
-    case v1::KernelArg::kBytes:
-      return backend::ParamKind::kBytes;
-    case v1::KernelArg::VALUE_NOT_SET:
-      break;
-  }
-  return static_cast<backend::ParamKind>(0);
-}
 
 }  // namespace
 
@@ -222,11 +127,10 @@ absl::StatusOr<std::shared_ptr<Queue>> Session::NewQueue(int32_t priority,
   };
   auto queue = ctx_.device->CreateQueue(std::move(options));
   if (!queue.ok()) return queue.status();
-  std::shared_ptr<Queue> shared = *std::move(queue);
-  objects_.Insert(*id, shared);
+  objects_.Insert(*id, *queue);
   ++queue_count_;
   *id_out = *id;
-  return shared;
+  return queue;
 }
 
 // --- Queues ---------------------------------------------------------------
@@ -260,8 +164,9 @@ void Session::DestroyQueue(const v1::DestroyQueueRequest& req,
     done(queue.status());
     return;
   }
-  // The callback holds the last reference: the queue is destroyed once its
-  // pending work has run, and the caller hears of it then.
+  // The callback holds the last reference: once the queue's pending work
+  // has run, the caller hears of it and the device's cleanup thread
+  // releases the native queue (never this callback's thread).
   Queue* raw = queue->get();
   raw->OnIdle([queue = *std::move(queue),
                done = std::move(done)](absl::Status) mutable {
@@ -308,8 +213,7 @@ absl::Status Session::WaitQueue(const v1::WaitQueueRequest& req,
     return absl::InvalidArgumentError(absl::StrCat(
         "other_queue_id ", req.other_queue_id(), " is queue_id itself"));
   }
-  (*queue)->WaitQueue(**other);
-  return absl::OkStatus();
+  return (*queue)->WaitQueue(**other);
 }
 
 // --- Events ---------------------------------------------------------------
@@ -339,8 +243,7 @@ absl::Status Session::RecordEvent(const v1::RecordEventRequest& req,
   if (!queue.ok()) return queue.status();
   auto event = Find<Event>(req.event_id(), "event_id");
   if (!event.ok()) return event.status();
-  (*queue)->RecordEvent(*std::move(event));
-  return absl::OkStatus();
+  return (*queue)->RecordEvent(*std::move(event));
 }
 
 absl::Status Session::WaitEvent(const v1::WaitEventRequest& req,
@@ -349,8 +252,7 @@ absl::Status Session::WaitEvent(const v1::WaitEventRequest& req,
   if (!queue.ok()) return queue.status();
   auto event = Find<Event>(req.event_id(), "event_id");
   if (!event.ok()) return event.status();
-  (*queue)->WaitEvent(*std::move(event));
-  return absl::OkStatus();
+  return (*queue)->WaitEvent(*std::move(event));
 }
 
 void Session::SynchronizeEvent(const v1::SynchronizeEventRequest& req,
@@ -447,8 +349,11 @@ void Session::WaitFlag(const v1::WaitFlagRequest& req,
   const Flag::WaitId wait_id =
       (*flag)->AsyncWait(req.value(), ToCondition(req.condition()),
                          [timed, resp](absl::StatusOr<uint64_t> value) {
+                           // Claim first: once the timeout has finished the
+                           // call, `resp` may be gone.
+                           if (!timed->Claim()) return;
                            if (value.ok()) resp->set_value(*value);
-                           timed->Finish(value.status());
+                           timed->FinishClaimed(value.status());
                          });
   TimedDone::Arm(timed, req.timeout_ms(),
                  absl::StrCat("wait on flag_id ", req.flag_id()),
@@ -462,9 +367,8 @@ absl::Status Session::WaitHostValue(const v1::WaitHostValueRequest& req,
   if (!queue.ok()) return queue.status();
   auto flag = Find<Flag>(req.flag_id(), "flag_id");
   if (!flag.ok()) return flag.status();
-  (*queue)->WaitFlag(*std::move(flag), req.value(),
-                     ToCondition(req.condition()));
-  return absl::OkStatus();
+  return (*queue)->WaitFlag(*std::move(flag), req.value(),
+                            ToCondition(req.condition()));
 }
 
 absl::Status Session::WriteFlag(const v1::WriteFlagRequest& req,
@@ -473,8 +377,7 @@ absl::Status Session::WriteFlag(const v1::WriteFlagRequest& req,
   if (!queue.ok()) return queue.status();
   auto flag = Find<Flag>(req.flag_id(), "flag_id");
   if (!flag.ok()) return flag.status();
-  (*queue)->WriteFlag(*std::move(flag), req.value());
-  return absl::OkStatus();
+  return (*queue)->WriteFlag(*std::move(flag), req.value());
 }
 
 // --- Host functions -------------------------------------------------------
@@ -486,9 +389,8 @@ absl::Status Session::EnqueueHostFunc(const v1::EnqueueHostFuncRequest& req,
   v1::Notification n;
   n.mutable_host_func_reached()->set_queue_id(req.queue_id());
   n.mutable_host_func_reached()->set_callback_id(req.callback_id());
-  (*queue)->HostFunc(
+  return (*queue)->HostFunc(
       [hub = notifications_, n = std::move(n)] { hub->Publish(n); });
-  return absl::OkStatus();
 }
 
 // --- Memory ---------------------------------------------------------------
@@ -521,10 +423,14 @@ absl::Status Session::AllocateBuffer(const v1::AllocateBufferRequest& req,
 
 absl::Status Session::FreeBuffer(const v1::FreeBufferRequest& req,
                                  v1::FreeBufferResponse*) {
-  absl::MutexLock lock(&mu_);
+  absl::StatusOr<std::shared_ptr<Buffer>> buffer;
+  {
+    absl::MutexLock lock(&mu_);
+    buffer = objects_.Remove<Buffer>(req.buffer_id(), "buffer_id");
+  }
   // Work enqueued earlier holds its own references: the memory goes back to
-  // the device when that work has finished.
-  return objects_.Remove<Buffer>(req.buffer_id(), "buffer_id").status();
+  // the device, on its cleanup thread, when that work has finished.
+  return buffer.status();
 }
 
 absl::Status Session::WriteBuffer(const v1::WriteBufferRequest& req,
@@ -534,8 +440,7 @@ absl::Status Session::WriteBuffer(const v1::WriteBufferRequest& req,
   auto buffer = FindRange(req.buffer_id(), "buffer_id", req.offset(),
                           req.data().size(), "write");
   if (!buffer.ok()) return buffer.status();
-  (*queue)->Write(*std::move(buffer), req.offset(), req.data());
-  return absl::OkStatus();
+  return (*queue)->Write(*std::move(buffer), req.offset(), req.data());
 }
 
 void Session::ReadBuffer(const v1::ReadBufferRequest& req,
@@ -551,12 +456,16 @@ void Session::ReadBuffer(const v1::ReadBufferRequest& req,
     done(buffer.status());
     return;
   }
-  (*queue)->Read(
+  // The backend calls the callback only when the read was enqueued; if it
+  // refuses the read at once, `done` comes back for the refusal.
+  auto shared_done = std::make_shared<Done>(std::move(done));
+  absl::Status enqueued = (*queue)->Read(
       *std::move(buffer), req.offset(), req.size(),
-      [resp, done = std::move(done)](absl::StatusOr<std::string> data) mutable {
+      [resp, shared_done](absl::StatusOr<std::string> data) mutable {
         if (data.ok()) *resp->mutable_data() = *std::move(data);
-        done(data.status());
+        (*shared_done)(data.status());
       });
+  if (!enqueued.ok()) (*shared_done)(std::move(enqueued));
 }
 
 absl::Status Session::CopyBuffer(const v1::CopyBufferRequest& req,
@@ -569,24 +478,20 @@ absl::Status Session::CopyBuffer(const v1::CopyBufferRequest& req,
   auto dst = FindRange(req.dst_buffer_id(), "dst_buffer_id", req.dst_offset(),
                        req.size(), "copy destination");
   if (!dst.ok()) return dst.status();
-  (*queue)->Copy(*std::move(src), req.src_offset(), *std::move(dst),
-                 req.dst_offset(), req.size());
-  return absl::OkStatus();
+  return (*queue)->Copy(*std::move(src), req.src_offset(), *std::move(dst),
+                        req.dst_offset(), req.size());
 }
 
 absl::Status Session::FillBuffer(const v1::FillBufferRequest& req,
                                  v1::FillBufferResponse*) {
-  if (req.size() % 4 != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("size ", req.size(), " is not a multiple of 4"));
-  }
+  if (absl::Status s = CheckFillAlignment(req); !s.ok()) return s;
   auto queue = FindLiveQueue(req.queue_id());
   if (!queue.ok()) return queue.status();
   auto buffer =
       FindRange(req.buffer_id(), "buffer_id", req.offset(), req.size(), "fill");
   if (!buffer.ok()) return buffer.status();
-  (*queue)->Fill(*std::move(buffer), req.offset(), req.size(), req.value());
-  return absl::OkStatus();
+  return (*queue)->Fill(*std::move(buffer), req.offset(), req.size(),
+                        req.value());
 }
 
 // --- Kernels --------------------------------------------------------------
@@ -596,30 +501,9 @@ absl::Status Session::LaunchKernel(const v1::LaunchKernelRequest& req,
   auto kernel = ctx_.modules->Find(req.module(), req.kernel());
   if (!kernel.ok()) return kernel.status();
   const backend::KernelSignature& sig = (*kernel)->signature();
-  const backend::DeviceInfo& info = ctx_.device->info();
-  backend::LaunchConfig config;
-  auto grid = ToDim3(req.grid(), "grid", info.max_grid);
-  if (!grid.ok()) return grid.status();
-  auto block = ToDim3(req.block(), "block", info.max_block);
-  if (!block.ok()) return block.status();
-  config.grid = *grid;
-  config.block = *block;
-  if (block->Volume() > info.max_threads_per_block) {
-    return absl::OutOfRangeError(absl::StrCat("block has ", block->Volume(),
-                                              " threads; the device allows ",
-                                              info.max_threads_per_block));
-  }
-  if (req.shared_memory_bytes() > info.max_shared_memory_bytes) {
-    return absl::OutOfRangeError(absl::StrCat(
-        "shared_memory_bytes ", req.shared_memory_bytes(),
-        " exceeds the device limit of ", info.max_shared_memory_bytes));
-  }
-  config.shared_memory_bytes = req.shared_memory_bytes();
-  if (req.args_size() != static_cast<int>(sig.params.size())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("kernel ", req.module(), ".", req.kernel(), " takes ",
-                     sig.params.size(), " args, got ", req.args_size()));
-  }
+  auto config = CheckLaunchShape(req, ctx_.device->info(), sig);
+  if (!config.ok()) return config.status();
+  if (absl::Status s = CheckArgShapes(req, sig); !s.ok()) return s;
   std::vector<backend::KernelArg> args;
   args.reserve(req.args_size());
   std::shared_ptr<Queue> queue;
@@ -631,15 +515,6 @@ absl::Status Session::LaunchKernel(const v1::LaunchKernelRequest& req,
     queue = *std::move(found);
     for (int i = 0; i < req.args_size(); ++i) {
       const v1::KernelArg& arg = req.args(i);
-      const backend::ParamKind want = sig.params[i];
-      if (ArgKind(arg) != want) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("args[", i, "]: kernel ", req.kernel(), " expects ",
-                         backend::ParamKindName(want), ", got ",
-                         arg.value_case() == v1::KernelArg::VALUE_NOT_SET
-                             ? "nothing"
-                             : backend::ParamKindName(ArgKind(arg))));
-      }
       switch (arg.value_case()) {
         case v1::KernelArg::kBuffer: {
           std::shared_ptr<Buffer> buffer =
@@ -686,8 +561,7 @@ absl::Status Session::LaunchKernel(const v1::LaunchKernelRequest& req,
     }
   }
   if (absl::Status s = CheckLive(req.queue_id(), *queue); !s.ok()) return s;
-  queue->Launch(**kernel, config, std::move(args));
-  return absl::OkStatus();
+  return queue->Launch(**kernel, *config, std::move(args));
 }
 
 // --- Teardown -------------------------------------------------------------
@@ -701,22 +575,54 @@ void Session::Teardown(const absl::Status& reason) {
     objects = objects_.TakeAll();
     queue_count_ = 0;
   }
-  // 1. Release every wait: queues stalled on a flag, and host waits.
+  std::vector<std::shared_ptr<Queue>> queues;
+  for (auto& [id, object] : objects) {
+    if (auto* queue = std::get_if<std::shared_ptr<Queue>>(&object)) {
+      queues.push_back(*queue);
+    }
+  }
+  // 1. Cancel the queues: work still held in the daemon is dropped, so
+  //    nothing queued behind a wait released below runs where the backend
+  //    can stop it; calls parked on the queues get `reason`.
+  for (auto& queue : queues) queue->Cancel(reason);
+  // 2. Release every wait: queues stalled on a flag, and host waits.
   for (auto& [id, object] : objects) {
     if (auto* flag = std::get_if<std::shared_ptr<Flag>>(&object)) {
       (*flag)->Release(reason);
     }
   }
-  // 2. Drain and destroy the queues (each destructor waits for its work).
-  for (auto& [id, object] : objects) {
-    if (std::holds_alternative<std::shared_ptr<Queue>>(object)) {
-      object = std::shared_ptr<Queue>();
-    }
+  // 3. Let the queues drain, so the memory their work uses is returned
+  //    before this returns. Bounded: a kernel that never ends must not hold
+  //    the teardown thread forever (its queue is then released when the
+  //    work is done, by the references that work holds).
+  struct Drain {
+    absl::Mutex mu;
+    size_t left ABSL_GUARDED_BY(mu);
+  };
+  auto drain = std::make_shared<Drain>();
+  {
+    absl::MutexLock lock(&drain->mu);
+    drain->left = queues.size();
   }
-  // 3. Events, flags and buffers; buffers still used by another session's
-  //    queue cannot exist (ids never cross sessions).
+  for (auto& queue : queues) {
+    queue->OnIdle([drain](absl::Status) {
+      absl::MutexLock lock(&drain->mu);
+      --drain->left;
+    });
+  }
+  queues.clear();
+  {
+    absl::MutexLock lock(&drain->mu);
+    auto drained = [&drain]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(drain->mu) {
+      return drain->left == 0;
+    };
+    drain->mu.AwaitWithTimeout(absl::Condition(&drained), kTeardownDrainLimit);
+  }
+  // 4. Queues, events, flags and buffers: their native resources go back on
+  //    the device's cleanup thread once no enqueued work holds them.
   objects.clear();
-  // 4. Nothing more will be published.
+  ctx_.device->FlushCleanup();
+  // 5. Nothing more will be published.
   notifications_->CloseAll();
 }
 

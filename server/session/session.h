@@ -21,6 +21,10 @@
 
 namespace gpustream::session {
 
+// How long a teardown waits for a session's queues to drain before it lets
+// go of them (their enqueued work keeps what it uses alive until it ends).
+inline constexpr absl::Duration kTeardownDrainLimit = absl::Seconds(10);
+
 struct SessionLimits {
   uint32_t max_queues = 64;
   uint32_t max_objects = 65536;
@@ -138,12 +142,12 @@ class Session {
   }
   int open_streams() const { return open_streams_.load(); }
 
-  // Tears everything down, in order: refuse new operations; release every
-  // wait the queues are stalled on (its flags) and every host wait; wait
-  // for and destroy the queues; destroy events and flags; free buffers;
-  // close notification streams. Blocks until queued work has drained, so
-  // call it off the RPC threads. Released host waits fail with `reason`.
-  // Idempotent.
+  // Tears everything down, in order: refuse new operations; cancel the
+  // queues (work held in the daemon is dropped); release every wait the
+  // queues are stalled on (its flags) and every host wait; wait, at most
+  // kTeardownDrainLimit, for the queues to drain; drop queues, events,
+  // flags and buffers; close notification streams. Blocks, so call it off
+  // the RPC threads. Calls parked on the session get `reason`. Idempotent.
   void Teardown(const absl::Status& reason);
 
  private:

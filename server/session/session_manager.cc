@@ -80,6 +80,10 @@ absl::StatusOr<SessionManager::Entry*> SessionManager::Lookup(
   auto it = sessions_.find(session_id);
   if (it == sessions_.end() || it->second.session->owner().tenant != tenant) {
     if (stopping_) return absl::UnavailableError("daemon shutting down");
+    if (auto ended = ended_.find(session_id);
+        ended != ended_.end() && ended->second.tenant == tenant) {
+      return ended->second.reason;
+    }
     return absl::NotFoundError(
         absl::StrCat("unknown session_id '", session_id, "'"));
   }
@@ -160,6 +164,51 @@ void SessionManager::CloseAll() {
     return teardowns_in_flight_ == 0;
   };
   mu_.Await(absl::Condition(&drained));
+}
+
+void SessionManager::AbortDevice(uint32_t device_id, const absl::Status& reason,
+                                 absl::AnyInvocable<void()> done) {
+  struct Countdown {
+    absl::Mutex mu;
+    size_t left ABSL_GUARDED_BY(mu) = 1;  // The loop below holds one.
+    absl::AnyInvocable<void()> done;
+    void Down() {
+      {
+        absl::MutexLock lock(&mu);
+        if (--left != 0) return;
+      }
+      done();
+    }
+  };
+  auto countdown = std::make_shared<Countdown>();
+  countdown->done = std::move(done);
+  absl::MutexLock lock(&mu_);
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    if (it->second.session->owner().device_id != device_id) {
+      ++it;
+      continue;
+    }
+    RememberEnded(it->first, it->second.session->owner().tenant, reason);
+    {
+      absl::MutexLock count_lock(&countdown->mu);
+      ++countdown->left;
+    }
+    StartTeardown(std::move(it->second.session), reason,
+                  [countdown](absl::Status) { countdown->Down(); });
+    sessions_.erase(it++);
+  }
+  chores_.push_back([countdown] { countdown->Down(); });
+}
+
+void SessionManager::RememberEnded(const std::string& session_id,
+                                   const std::string& tenant,
+                                   const absl::Status& reason) {
+  if (ended_order_.size() >= kMaxRemembered) {
+    ended_.erase(ended_order_.front());
+    ended_order_.pop_front();
+  }
+  ended_[session_id] = Ended{tenant, reason};
+  ended_order_.push_back(session_id);
 }
 
 size_t SessionManager::session_count() {

@@ -73,6 +73,13 @@ class SessionManager {
   // (daemon shutdown: releases the waits that RPCs may still be parked on).
   void CloseAll();
 
+  // A device failed (`reason` is ABORTED and names the cause): ends every
+  // session on it. Calls parked on them, and their owners' later calls on
+  // those session ids, get `reason`. `done` runs, on a teardown thread or
+  // the housekeeper, once every one of those teardowns has finished.
+  void AbortDevice(uint32_t device_id, const absl::Status& reason,
+                   absl::AnyInvocable<void()> done);
+
  private:
   struct Entry {
     std::shared_ptr<Session> session;
@@ -91,6 +98,13 @@ class SessionManager {
   void Housekeep();
   void CheckLeases() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Remembers why a session ended abnormally, so its owner's next call says
+  // so instead of "unknown session_id". Bounded: the oldest are forgotten.
+  void RememberEnded(const std::string& session_id, const std::string& tenant,
+                     const absl::Status& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static constexpr size_t kMaxRemembered = 4096;
+
   const std::vector<DeviceSlot> devices_;
   util::TimerThread* const timer_;
   const ManagerOptions options_;
@@ -99,6 +113,12 @@ class SessionManager {
   absl::flat_hash_map<std::string, Entry> sessions_ ABSL_GUARDED_BY(mu_);
   // Quick work for the housekeeper, run outside the lock.
   std::deque<absl::AnyInvocable<void()>> chores_ ABSL_GUARDED_BY(mu_);
+  struct Ended {
+    std::string tenant;
+    absl::Status reason;
+  };
+  absl::flat_hash_map<std::string, Ended> ended_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> ended_order_ ABSL_GUARDED_BY(mu_);
   int teardowns_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread housekeeper_;

@@ -188,7 +188,7 @@ TEST_F(SessionTest, BufferRangesAreChecked) {
   EXPECT_EQ(session_->FillBuffer(fill, &fill_resp).code(),
             StatusCode::kInvalidArgument);
   fill.set_size(8);
-  fill.set_offset(UINT64_MAX - 2);  // Overflow must not wrap around.
+  fill.set_offset(UINT64_MAX - 3);  // Overflow must not wrap around.
   EXPECT_EQ(session_->FillBuffer(fill, &fill_resp).code(),
             StatusCode::kOutOfRange);
 }

@@ -1,6 +1,6 @@
 """C++ code generation from .proto files with Debian's protoc and plugin."""
 
-def cc_grpc_proto_library(name, src, include = "", grpc = True, deps = [], visibility = None):
+def cc_grpc_proto_library(name, src, include = "", grpc = True, deps = [], proto_deps = [], visibility = None):
     """Generates and compiles the protobuf (and gRPC) C++ code of one .proto.
 
     Args:
@@ -10,7 +10,11 @@ def cc_grpc_proto_library(name, src, include = "", grpc = True, deps = [], visib
       include: the import root relative to this package ("" for the
         package itself).
       grpc: whether to generate gRPC service code.
-      deps: cc_library deps of the generated code.
+      deps: cc_library deps of the generated code: for each .proto that src
+        imports, the cc_grpc_proto_library generated from it.
+      proto_deps: the .proto files that src imports (besides well-known
+        types), resolved under the same import root; protoc reads them in
+        the sandbox, so they must be inputs.
       visibility: visibility of the cc_library.
     """
     stem = src[:-len(".proto")]
@@ -28,7 +32,7 @@ def cc_grpc_proto_library(name, src, include = "", grpc = True, deps = [], visib
     cmd += " $(location {})".format(src)
     native.genrule(
         name = name + "_gen",
-        srcs = [src],
+        srcs = [src] + proto_deps,
         outs = outs,
         cmd = cmd,
         tools = tools,

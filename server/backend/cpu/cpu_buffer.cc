@@ -21,7 +21,7 @@ void CpuMemoryPool::Release(uint64_t size) {
   used_.fetch_sub(size, std::memory_order_relaxed);
 }
 
-absl::StatusOr<std::shared_ptr<CpuBuffer>> CpuBuffer::Create(
+absl::StatusOr<std::unique_ptr<CpuBuffer>> CpuBuffer::Create(
     std::shared_ptr<CpuMemoryPool> pool, uint64_t size, MemoryKind kind) {
   if (!pool->TryReserve(size)) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -35,7 +35,7 @@ absl::StatusOr<std::shared_ptr<CpuBuffer>> CpuBuffer::Create(
     return absl::ResourceExhaustedError(
         absl::StrCat("host allocation of ", size, " bytes failed"));
   }
-  return std::shared_ptr<CpuBuffer>(new CpuBuffer(
+  return std::unique_ptr<CpuBuffer>(new CpuBuffer(
       std::move(pool), static_cast<std::byte*>(data), size, kind));
 }
 

@@ -31,7 +31,7 @@ class CpuMemoryPool {
 // returns its bytes to the pool when the last reference goes away.
 class CpuBuffer : public Buffer {
  public:
-  static absl::StatusOr<std::shared_ptr<CpuBuffer>> Create(
+  static absl::StatusOr<std::unique_ptr<CpuBuffer>> Create(
       std::shared_ptr<CpuMemoryPool> pool, uint64_t size, MemoryKind kind);
   ~CpuBuffer() override;
   CpuBuffer(const CpuBuffer&) = delete;

@@ -32,17 +32,19 @@ CpuDevice::CpuDevice(const CpuDeviceOptions& options)
   // The limits of CUDA devices, so one launch runs the same on any backend.
   info_.max_grid = {0x7fffffffu, 65535, 65535};
   info_.max_block = {1024, 1024, 64};
-  info_.max_threads_per_block = 1024;
-  info_.max_shared_memory_bytes = 48 * 1024;
+  info_.max_threads_per_block = kCpuMaxThreadsPerBlock;
+  info_.max_shared_memory_bytes = kCpuMaxSharedMemoryBytes;
 }
 
 MemoryInfo CpuDevice::memory() {
   return {pool_->limit(), pool_->limit() - pool_->used()};
 }
 
-absl::StatusOr<std::unique_ptr<Queue>> CpuDevice::CreateQueue(
+absl::StatusOr<std::shared_ptr<Queue>> CpuDevice::CreateQueue(
     QueueOptions options) {
-  return std::make_unique<CpuQueue>(std::move(options.on_error));
+  return std::shared_ptr<Queue>(
+      new CpuQueue(std::move(options.on_error)),
+      [cleanup = &cleanup_](Queue* q) { cleanup->Post([q] { delete q; }); });
 }
 
 absl::StatusOr<std::shared_ptr<Event>> CpuDevice::CreateEvent(
@@ -58,7 +60,9 @@ absl::StatusOr<std::shared_ptr<Buffer>> CpuDevice::Allocate(uint64_t size,
                                                             MemoryKind kind) {
   auto buffer = CpuBuffer::Create(pool_, size, kind);
   if (!buffer.ok()) return buffer.status();
-  return std::shared_ptr<Buffer>(*std::move(buffer));
+  return std::shared_ptr<Buffer>(
+      buffer->release(),
+      [cleanup = &cleanup_](Buffer* b) { cleanup->Post([b] { delete b; }); });
 }
 
 std::vector<std::unique_ptr<Module>> CpuDevice::BuiltinModules() {

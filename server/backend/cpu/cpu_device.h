@@ -6,6 +6,7 @@
 
 #include "server/backend/cpu/cpu_buffer.h"
 #include "server/backend/device.h"
+#include "server/util/serial_executor.h"
 
 namespace gpustream::backend {
 
@@ -14,13 +15,18 @@ struct CpuDeviceOptions {
   uint64_t memory_limit_bytes = uint64_t{1} << 30;
 };
 
+// A CPU device cannot fail as a whole: a faulting kernel fails its queue
+// only (INTERNAL), so the fatal-error handler is never called.
 class CpuDevice : public Device {
  public:
   explicit CpuDevice(const CpuDeviceOptions& options);
 
   const DeviceInfo& info() const override { return info_; }
   MemoryInfo memory() override;
-  absl::StatusOr<std::unique_ptr<Queue>> CreateQueue(
+  void SetFatalErrorHandler(FatalErrorHandler) override {}
+  absl::Status Recover() override { return absl::OkStatus(); }
+  void FlushCleanup() override { cleanup_.Drain(); }
+  absl::StatusOr<std::shared_ptr<Queue>> CreateQueue(
       QueueOptions options) override;
   absl::StatusOr<std::shared_ptr<Event>> CreateEvent(
       bool enable_timing) override;
@@ -35,6 +41,9 @@ class CpuDevice : public Device {
  private:
   DeviceInfo info_;
   std::shared_ptr<CpuMemoryPool> pool_;
+  // Joins queue workers and frees buffers, off the threads that drop them.
+  // Declared last: destroyed first, so it drains while the rest is alive.
+  util::SerialExecutor cleanup_;
 };
 
 }  // namespace gpustream::backend

@@ -1,27 +1,72 @@
 // CPU events.
 #include "server/backend/cpu/cpu_event.h"
 
-#include <algorithm>
 #include <utility>
 
 #include "absl/status/status.h"
 
 namespace gpustream::backend {
 
-bool CpuEvent::IsComplete() {
+bool CpuEventPoint::IsComplete() {
   absl::MutexLock lock(&mu_);
-  return completed_ >= recorded_;
+  return complete_;
 }
 
-void CpuEvent::OnComplete(absl::AnyInvocable<void()> done) {
+void CpuEventPoint::Complete() {
+  std::vector<absl::AnyInvocable<void()>> ready;
   {
     absl::MutexLock lock(&mu_);
-    if (completed_ < recorded_) {
-      waiters_.push_back({recorded_, std::move(done)});
+    complete_ = true;
+    completed_at_ = absl::Now();
+    ready.swap(waiters_);
+  }
+  for (auto& fn : ready) fn();
+}
+
+void CpuEventPoint::BlockUntilComplete() {
+  absl::MutexLock lock(&mu_, absl::Condition(&complete_));
+}
+
+void CpuEventPoint::OnComplete(absl::AnyInvocable<void()> done) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!complete_) {
+      waiters_.push_back(std::move(done));
       return;
     }
   }
   done();
+}
+
+absl::Time CpuEventPoint::completed_at() {
+  absl::MutexLock lock(&mu_);
+  return completed_at_;
+}
+
+std::shared_ptr<CpuEventPoint> CpuEvent::NewRecord() {
+  auto point = std::make_shared<CpuEventPoint>();
+  absl::MutexLock lock(&mu_);
+  latest_ = point;
+  return point;
+}
+
+std::shared_ptr<CpuEventPoint> CpuEvent::Latest() {
+  absl::MutexLock lock(&mu_);
+  return latest_;
+}
+
+bool CpuEvent::IsComplete() {
+  std::shared_ptr<CpuEventPoint> point = Latest();
+  return point == nullptr || point->IsComplete();
+}
+
+void CpuEvent::OnComplete(absl::AnyInvocable<void()> done) {
+  std::shared_ptr<CpuEventPoint> point = Latest();
+  if (point == nullptr) {
+    done();
+    return;
+  }
+  point->OnComplete(std::move(done));
 }
 
 absl::StatusOr<float> CpuEvent::ElapsedMillisSince(Event& start_event) {
@@ -30,57 +75,18 @@ absl::StatusOr<float> CpuEvent::ElapsedMillisSince(Event& start_event) {
     return absl::FailedPreconditionError(
         "both events must be created with enable_timing");
   }
-  absl::Time begin, end;
-  {
-    absl::MutexLock lock(&start.mu_);
-    if (start.recorded_ == 0 || start.completed_ < start.recorded_) {
-      return absl::FailedPreconditionError(
-          "start_event_id has not been recorded and completed");
-    }
-    begin = start.completed_at_;
+  std::shared_ptr<CpuEventPoint> begin = start.Latest();
+  if (begin == nullptr || !begin->IsComplete()) {
+    return absl::FailedPreconditionError(
+        "start_event_id has not been recorded and completed");
   }
-  {
-    absl::MutexLock lock(&mu_);
-    if (recorded_ == 0 || completed_ < recorded_) {
-      return absl::FailedPreconditionError(
-          "end_event_id has not been recorded and completed");
-    }
-    end = completed_at_;
+  std::shared_ptr<CpuEventPoint> end = Latest();
+  if (end == nullptr || !end->IsComplete()) {
+    return absl::FailedPreconditionError(
+        "end_event_id has not been recorded and completed");
   }
-  return static_cast<float>(absl::ToDoubleMilliseconds(end - begin));
-}
-
-uint64_t CpuEvent::NextGeneration() {
-  absl::MutexLock lock(&mu_);
-  return ++recorded_;
-}
-
-uint64_t CpuEvent::RecordedGeneration() {
-  absl::MutexLock lock(&mu_);
-  return recorded_;
-}
-
-void CpuEvent::Complete(uint64_t generation) {
-  std::vector<absl::AnyInvocable<void()>> ready;
-  {
-    absl::MutexLock lock(&mu_);
-    completed_ = std::max(completed_, generation);
-    completed_at_ = absl::Now();
-    auto done = [&](Waiter& w) { return w.generation <= completed_; };
-    for (auto& w : waiters_) {
-      if (done(w)) ready.push_back(std::move(w.done));
-    }
-    waiters_.erase(std::remove_if(waiters_.begin(), waiters_.end(), done),
-                   waiters_.end());
-  }
-  for (auto& fn : ready) fn();
-}
-
-void CpuEvent::BlockUntil(uint64_t generation) {
-  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return completed_ >= generation;
-  };
-  absl::MutexLock lock(&mu_, absl::Condition(&ready));
+  return static_cast<float>(
+      absl::ToDoubleMilliseconds(end->completed_at() - begin->completed_at()));
 }
 
 }  // namespace gpustream::backend

@@ -1,8 +1,8 @@
-// Events on the CPU backend: generation counters and a completion time.
+// Events on the CPU backend: one completion point per record.
 #ifndef GPUSTREAM_SERVER_BACKEND_CPU_CPU_EVENT_H_
 #define GPUSTREAM_SERVER_BACKEND_CPU_CPU_EVENT_H_
 
-#include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -12,9 +12,29 @@
 
 namespace gpustream::backend {
 
-// Each RecordEvent takes the next generation; the queue marks it complete
-// when it reaches that point. Waits target the generation current when they
-// are issued. Queues of one device complete generations in order per queue.
+// One RecordEvent: completes when the recording queue reaches it. Waits
+// hold the point that was the event's latest when they were enqueued, so a
+// later record (on any queue) neither releases nor extends them.
+// Thread-safe.
+class CpuEventPoint {
+ public:
+  bool IsComplete();
+  // Called by the recording queue's worker.
+  void Complete();
+  // Blocks a queue worker until the point has completed.
+  void BlockUntilComplete();
+  // `done` runs at once, on this thread, if complete; else on the worker.
+  void OnComplete(absl::AnyInvocable<void()> done);
+  // The completion time; valid once complete.
+  absl::Time completed_at();
+
+ private:
+  absl::Mutex mu_;
+  bool complete_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time completed_at_ ABSL_GUARDED_BY(mu_);
+  std::vector<absl::AnyInvocable<void()>> waiters_ ABSL_GUARDED_BY(mu_);
+};
+
 class CpuEvent : public Event {
  public:
   explicit CpuEvent(bool enable_timing) : timing_(enable_timing) {}
@@ -24,27 +44,15 @@ class CpuEvent : public Event {
   void OnComplete(absl::AnyInvocable<void()> done) override;
   absl::StatusOr<float> ElapsedMillisSince(Event& start) override;
 
-  // Called at enqueue time by RecordEvent: the generation to complete.
-  uint64_t NextGeneration();
-  // The generation recorded so far (0: never recorded).
-  uint64_t RecordedGeneration();
-  // Called by the recording queue's worker when it reaches `generation`.
-  void Complete(uint64_t generation);
-  // Blocks a queue worker until `generation` has completed.
-  void BlockUntil(uint64_t generation);
+  // RecordEvent, at enqueue time: a new point becomes the latest.
+  std::shared_ptr<CpuEventPoint> NewRecord();
+  // The latest record, or null if never recorded.
+  std::shared_ptr<CpuEventPoint> Latest();
 
  private:
-  struct Waiter {
-    uint64_t generation;
-    absl::AnyInvocable<void()> done;
-  };
-
   const bool timing_;
   absl::Mutex mu_;
-  uint64_t recorded_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t completed_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Time completed_at_ ABSL_GUARDED_BY(mu_);
-  std::vector<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<CpuEventPoint> latest_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gpustream::backend

@@ -101,7 +101,13 @@ absl::StatusOr<std::unique_ptr<CpuModule>> CpuModule::Create(
       return absl::InvalidArgumentError(absl::StrCat(
           origin, ": kernel #", k, " lacks a name or an entry point"));
     }
-    KernelSignature sig{kdef.name, {}};
+    KernelSignature sig;
+    sig.name = kdef.name;
+    // CPU kernels run any block the device accepts (CpuDevice's limits);
+    // arguments travel unpacked, so only sizes are known.
+    sig.limits = {.max_threads_per_block = kCpuMaxThreadsPerBlock,
+                  .static_shared_memory_bytes = 0,
+                  .max_dynamic_shared_memory_bytes = kCpuMaxSharedMemoryBytes};
     for (uint32_t p = 0; p < kdef.num_params; ++p) {
       const int kind = kdef.params[p];
       if (kind < GS_PARAM_BUFFER || kind > GS_PARAM_BYTES) {
@@ -110,6 +116,7 @@ absl::StatusOr<std::unique_ptr<CpuModule>> CpuModule::Create(
                          " has unknown kind ", kind));
       }
       sig.params.push_back(static_cast<ParamKind>(kind));
+      sig.layout.push_back({ParamKindSize(sig.params.back()), 0});
     }
     module->info_.kernels.push_back(sig);
     std::string name = sig.name;

@@ -15,6 +15,11 @@
 
 namespace gpustream::backend {
 
+// The CPU device mirrors a CUDA device's launch limits, so a launch that
+// runs on one backend runs on the other.
+inline constexpr uint32_t kCpuMaxThreadsPerBlock = 1024;
+inline constexpr uint32_t kCpuMaxSharedMemoryBytes = 48 * 1024;
+
 class CpuKernel : public Kernel {
  public:
   CpuKernel(KernelSignature signature, GsKernelFn fn)

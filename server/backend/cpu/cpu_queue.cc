@@ -23,9 +23,9 @@ std::byte* Data(const std::shared_ptr<Buffer>& buffer, uint64_t offset) {
 }  // namespace
 
 CpuQueue::CpuQueue(absl::AnyInvocable<void(const absl::Status&)> on_error)
-    : state_(std::make_shared<State>()) {
+    : state_(std::make_unique<State>()) {
   state_->on_error = std::move(on_error);
-  worker_ = std::thread(&CpuQueue::Work, state_);
+  worker_ = std::thread(&CpuQueue::Work, state_.get());
 }
 
 CpuQueue::~CpuQueue() {
@@ -33,14 +33,10 @@ CpuQueue::~CpuQueue() {
     absl::MutexLock lock(&state_->mu);
     state_->stopping = true;
   }
-  if (worker_.get_id() == std::this_thread::get_id()) {
-    worker_.detach();
-  } else {
-    worker_.join();
-  }
+  worker_.join();
 }
 
-void CpuQueue::Work(std::shared_ptr<State> state) {
+void CpuQueue::Work(State* state) {
   std::deque<Op> batch;
   absl::Status sticky;
   while (true) {
@@ -50,12 +46,16 @@ void CpuQueue::Work(std::shared_ptr<State> state) {
           +[](State* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) {
             return !s->ops.empty() || s->stopping;
           },
-          state.get()));
+          state));
       if (state->ops.empty()) return;  // Stopping, and all work is done.
       batch.swap(state->ops);
       sticky = state->error;
     }
     for (Op& op : batch) {
+      if (sticky.ok() && state->cancelled.load(std::memory_order_acquire)) {
+        absl::MutexLock lock(&state->mu);
+        sticky = state->error;
+      }
       absl::Status status = op(sticky);
       // Destroy the op before counting it done: it may hold the last
       // reference to objects whose release a waiter expects.
@@ -74,37 +74,37 @@ void CpuQueue::Work(std::shared_ptr<State> state) {
   }
 }
 
-void CpuQueue::Enqueue(Op op) {
+absl::Status CpuQueue::Enqueue(Op op) {
   state_->pending.fetch_add(1, std::memory_order_acq_rel);
   absl::MutexLock lock(&state_->mu);
   state_->ops.push_back(std::move(op));
+  return absl::OkStatus();
 }
 
-void CpuQueue::Launch(const Kernel& kernel, const LaunchConfig& config,
-                      std::vector<KernelArg> args) {
+absl::Status CpuQueue::Launch(const Kernel& kernel, const LaunchConfig& config,
+                              std::vector<KernelArg> args) {
   const auto& cpu_kernel = static_cast<const CpuKernel&>(kernel);
-  Enqueue([&cpu_kernel, config, args = std::move(args)](
-              const absl::Status& sticky) mutable -> absl::Status {
+  return Enqueue([&cpu_kernel, config, args = std::move(args)](
+                     const absl::Status& sticky) mutable -> absl::Status {
     if (!sticky.ok()) return sticky;
     return cpu_kernel.Run(config, args);
   });
 }
 
-void CpuQueue::Write(std::shared_ptr<Buffer> dst, uint64_t offset,
-                     std::string data) {
-  Enqueue([dst = std::move(dst), offset,
-           data = std::move(data)](const absl::Status& sticky) {
+absl::Status CpuQueue::Write(std::shared_ptr<Buffer> dst, uint64_t offset,
+                             std::string data) {
+  return Enqueue([dst = std::move(dst), offset,
+                  data = std::move(data)](const absl::Status& sticky) {
     if (!sticky.ok()) return sticky;
     std::memcpy(Data(dst, offset), data.data(), data.size());
     return absl::OkStatus();
   });
 }
 
-void CpuQueue::Read(
-    std::shared_ptr<Buffer> src, uint64_t offset, uint64_t size,
-    absl::AnyInvocable<void(absl::StatusOr<std::string>)> done) {
-  Enqueue([src = std::move(src), offset, size,
-           done = std::move(done)](const absl::Status& sticky) mutable {
+absl::Status CpuQueue::Read(std::shared_ptr<Buffer> src, uint64_t offset,
+                            uint64_t size, ReadDone done) {
+  return Enqueue([src = std::move(src), offset, size,
+                  done = std::move(done)](const absl::Status& sticky) mutable {
     if (!sticky.ok()) {
       done(sticky);
     } else {
@@ -114,11 +114,11 @@ void CpuQueue::Read(
   });
 }
 
-void CpuQueue::Copy(std::shared_ptr<Buffer> src, uint64_t src_offset,
-                    std::shared_ptr<Buffer> dst, uint64_t dst_offset,
-                    uint64_t size) {
-  Enqueue([src = std::move(src), src_offset, dst = std::move(dst), dst_offset,
-           size](const absl::Status& sticky) {
+absl::Status CpuQueue::Copy(std::shared_ptr<Buffer> src, uint64_t src_offset,
+                            std::shared_ptr<Buffer> dst, uint64_t dst_offset,
+                            uint64_t size) {
+  return Enqueue([src = std::move(src), src_offset, dst = std::move(dst),
+                  dst_offset, size](const absl::Status& sticky) {
     if (!sticky.ok()) return sticky;
     // memmove: source and destination may be overlapping ranges of one buffer.
     std::memmove(Data(dst, dst_offset), Data(src, src_offset), size);
@@ -126,9 +126,9 @@ void CpuQueue::Copy(std::shared_ptr<Buffer> src, uint64_t src_offset,
   });
 }
 
-void CpuQueue::Fill(std::shared_ptr<Buffer> dst, uint64_t offset, uint64_t size,
-                    uint32_t value) {
-  Enqueue(
+absl::Status CpuQueue::Fill(std::shared_ptr<Buffer> dst, uint64_t offset,
+                            uint64_t size, uint32_t value) {
+  return Enqueue(
       [dst = std::move(dst), offset, size, value](const absl::Status& sticky) {
         if (!sticky.ok()) return sticky;
         std::byte* p = Data(dst, offset);
@@ -137,51 +137,51 @@ void CpuQueue::Fill(std::shared_ptr<Buffer> dst, uint64_t offset, uint64_t size,
       });
 }
 
-void CpuQueue::RecordEvent(std::shared_ptr<Event> event) {
-  auto cpu_event = std::static_pointer_cast<CpuEvent>(std::move(event));
-  const uint64_t generation = cpu_event->NextGeneration();
+absl::Status CpuQueue::RecordEvent(std::shared_ptr<Event> event) {
+  std::shared_ptr<CpuEventPoint> point =
+      static_cast<CpuEvent&>(*event).NewRecord();
   // Completes even after a failure, so no other queue stays blocked on it.
-  Enqueue([cpu_event = std::move(cpu_event), generation](const absl::Status&) {
-    cpu_event->Complete(generation);
+  return Enqueue([point = std::move(point)](const absl::Status&) {
+    point->Complete();
     return absl::OkStatus();
   });
 }
 
-void CpuQueue::WaitEvent(std::shared_ptr<Event> event) {
-  auto cpu_event = std::static_pointer_cast<CpuEvent>(std::move(event));
-  const uint64_t generation = cpu_event->RecordedGeneration();
-  if (generation == 0) return;  // Never recorded: nothing to wait for.
-  Enqueue([cpu_event = std::move(cpu_event), generation](const absl::Status&) {
-    cpu_event->BlockUntil(generation);
+absl::Status CpuQueue::WaitEvent(std::shared_ptr<Event> event) {
+  std::shared_ptr<CpuEventPoint> point =
+      static_cast<CpuEvent&>(*event).Latest();
+  if (point == nullptr) return absl::OkStatus();  // Never recorded.
+  return Enqueue([point = std::move(point)](const absl::Status& sticky) {
+    if (sticky.ok()) point->BlockUntilComplete();
     return absl::OkStatus();
   });
 }
 
-void CpuQueue::WaitQueue(Queue& other) {
+absl::Status CpuQueue::WaitQueue(Queue& other) {
   auto marker = std::make_shared<CpuEvent>(/*enable_timing=*/false);
-  other.RecordEvent(marker);
-  WaitEvent(std::move(marker));
+  if (absl::Status s = other.RecordEvent(marker); !s.ok()) return s;
+  return WaitEvent(std::move(marker));
 }
 
-void CpuQueue::WaitFlag(std::shared_ptr<Flag> flag, uint64_t value,
-                        WaitCondition condition) {
-  Enqueue([flag = std::static_pointer_cast<CpuFlag>(std::move(flag)), value,
-           condition](const absl::Status&) {
-    flag->BlockUntil(value, condition);
+absl::Status CpuQueue::WaitFlag(std::shared_ptr<Flag> flag, uint64_t value,
+                                WaitCondition condition) {
+  return Enqueue([flag = std::static_pointer_cast<CpuFlag>(std::move(flag)),
+                  value, condition](const absl::Status& sticky) {
+    if (sticky.ok()) flag->BlockUntil(value, condition);
     return absl::OkStatus();
   });
 }
 
-void CpuQueue::WriteFlag(std::shared_ptr<Flag> flag, uint64_t value) {
-  Enqueue([flag = std::move(flag), value](const absl::Status& sticky) {
+absl::Status CpuQueue::WriteFlag(std::shared_ptr<Flag> flag, uint64_t value) {
+  return Enqueue([flag = std::move(flag), value](const absl::Status& sticky) {
     if (!sticky.ok()) return sticky;
     flag->Store(value);
     return absl::OkStatus();
   });
 }
 
-void CpuQueue::HostFunc(absl::AnyInvocable<void()> fn) {
-  Enqueue([fn = std::move(fn)](const absl::Status& sticky) mutable {
+absl::Status CpuQueue::HostFunc(absl::AnyInvocable<void()> fn) {
+  return Enqueue([fn = std::move(fn)](const absl::Status& sticky) mutable {
     if (!sticky.ok()) return sticky;
     fn();
     return absl::OkStatus();
@@ -197,6 +197,14 @@ void CpuQueue::OnIdle(Done done) {
     done(sticky);
     return absl::OkStatus();
   });
+}
+
+void CpuQueue::Cancel(const absl::Status& reason) {
+  {
+    absl::MutexLock lock(&state_->mu);
+    if (state_->error.ok()) state_->error = reason;
+  }
+  state_->cancelled.store(true, std::memory_order_release);
 }
 
 bool CpuQueue::IsIdle() {

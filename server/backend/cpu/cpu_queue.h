@@ -14,59 +14,61 @@
 
 namespace gpustream::backend {
 
+// Enqueueing appends to a deque and never blocks; the worker drains it.
+// The CpuDevice destroys queues on its cleanup thread (never the worker).
 class CpuQueue : public Queue {
  public:
   explicit CpuQueue(absl::AnyInvocable<void(const absl::Status&)> on_error);
-  // Waits for enqueued work to finish. May run on the worker itself (the
-  // last reference dropped by a callback): then the worker finishes alone.
+  // Waits for enqueued work to finish, then joins the worker.
   ~CpuQueue() override;
   CpuQueue(const CpuQueue&) = delete;
   CpuQueue& operator=(const CpuQueue&) = delete;
 
-  void Launch(const Kernel& kernel, const LaunchConfig& config,
-              std::vector<KernelArg> args) override;
-  void Write(std::shared_ptr<Buffer> dst, uint64_t offset,
-             std::string data) override;
-  void Read(
-      std::shared_ptr<Buffer> src, uint64_t offset, uint64_t size,
-      absl::AnyInvocable<void(absl::StatusOr<std::string>)> done) override;
-  void Copy(std::shared_ptr<Buffer> src, uint64_t src_offset,
-            std::shared_ptr<Buffer> dst, uint64_t dst_offset,
-            uint64_t size) override;
-  void Fill(std::shared_ptr<Buffer> dst, uint64_t offset, uint64_t size,
-            uint32_t value) override;
-  void RecordEvent(std::shared_ptr<Event> event) override;
-  void WaitEvent(std::shared_ptr<Event> event) override;
-  void WaitQueue(Queue& other) override;
-  void WaitFlag(std::shared_ptr<Flag> flag, uint64_t value,
-                WaitCondition condition) override;
-  void WriteFlag(std::shared_ptr<Flag> flag, uint64_t value) override;
-  void HostFunc(absl::AnyInvocable<void()> fn) override;
+  absl::Status Launch(const Kernel& kernel, const LaunchConfig& config,
+                      std::vector<KernelArg> args) override;
+  absl::Status Write(std::shared_ptr<Buffer> dst, uint64_t offset,
+                     std::string data) override;
+  absl::Status Read(std::shared_ptr<Buffer> src, uint64_t offset, uint64_t size,
+                    ReadDone done) override;
+  absl::Status Copy(std::shared_ptr<Buffer> src, uint64_t src_offset,
+                    std::shared_ptr<Buffer> dst, uint64_t dst_offset,
+                    uint64_t size) override;
+  absl::Status Fill(std::shared_ptr<Buffer> dst, uint64_t offset, uint64_t size,
+                    uint32_t value) override;
+  absl::Status RecordEvent(std::shared_ptr<Event> event) override;
+  absl::Status WaitEvent(std::shared_ptr<Event> event) override;
+  absl::Status WaitQueue(Queue& other) override;
+  absl::Status WaitFlag(std::shared_ptr<Flag> flag, uint64_t value,
+                        WaitCondition condition) override;
+  absl::Status WriteFlag(std::shared_ptr<Flag> flag, uint64_t value) override;
+  absl::Status HostFunc(absl::AnyInvocable<void()> fn) override;
   void OnIdle(Done done) override;
+  void Cancel(const absl::Status& reason) override;
   bool IsIdle() override;
   absl::Status error() override;
 
  private:
   // One unit of work. It receives the queue's sticky error (OK if none);
-  // device work skips itself when that is set. A non-OK return becomes the
-  // sticky error if there was none.
+  // device work and waits skip themselves when that is set. A non-OK return
+  // becomes the sticky error if there was none.
   using Op = absl::AnyInvocable<absl::Status(const absl::Status& sticky)>;
 
-  // Shared with the worker thread, which may outlive the CpuQueue object.
   struct State {
     absl::Mutex mu;
     std::deque<Op> ops ABSL_GUARDED_BY(mu);
     bool stopping ABSL_GUARDED_BY(mu) = false;
     absl::Status error ABSL_GUARDED_BY(mu);
+    // Set by Cancel, read by the worker between operations without the lock.
+    std::atomic<bool> cancelled{false};
     // Enqueued and not yet finished; read without the lock by IsIdle.
     std::atomic<uint64_t> pending{0};
     absl::AnyInvocable<void(const absl::Status&)> on_error;
   };
 
-  static void Work(std::shared_ptr<State> state);
-  void Enqueue(Op op);
+  static void Work(State* state);
+  absl::Status Enqueue(Op op);
 
-  std::shared_ptr<State> state_;
+  std::unique_ptr<State> state_;
   std::thread worker_;
 };
 

@@ -1,0 +1,522 @@
+// The CUDA device: context, properties, object factory, health.
+#include "server/backend/cuda/cuda_device.h"
+
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "server/backend/cuda/cuda_module.h"
+#include "server/backend/cuda/cuda_queue.h"
+#include "server/modules/module_manifest.h"
+
+namespace gpustream::backend {
+namespace {
+
+// Dispatcher tick while something needs polling (unmarked work, held work,
+// event waiters, releases, stream errors).
+constexpr absl::Duration kTickPeriod = absl::Microseconds(250);
+
+// The context current on this thread, and the epoch it was made current in.
+thread_local const void* current_device = nullptr;
+thread_local CUcontext current_context = nullptr;
+thread_local uint64_t current_epoch = 0;
+
+}  // namespace
+
+struct CudaDevice::Marker {
+  CudaDevice* device;
+  std::weak_ptr<CudaQueueCore> core;
+  uint64_t count;
+};
+
+absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(
+    std::shared_ptr<const CudaDriver> driver, int ordinal) {
+  CUdevice dev = 0;
+  if (absl::Status s = ToStatus(driver->cuDeviceGet(&dev, ordinal),
+                                "cuDeviceGet", driver.get());
+      !s.ok()) {
+    return s;
+  }
+  auto device = std::unique_ptr<CudaDevice>(
+      new CudaDevice(std::move(driver), ordinal, dev));
+  if (absl::Status s = ToStatus(
+          device->driver_->cuDevicePrimaryCtxRetain(&device->context_, dev),
+          "cuDevicePrimaryCtxRetain", device->driver_.get());
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = device->ReadInfo(); !s.ok()) return s;
+  device->cleanup_ = std::make_unique<util::SerialExecutor>();
+  CudaDevice* raw = device.get();
+  device->dispatcher_ = std::make_unique<CudaDispatcher>(
+      [raw] { raw->MakeCurrent().IgnoreError(); }, [raw] { return raw->Tick(); },
+      kTickPeriod);
+  return device;
+}
+
+CudaDevice::~CudaDevice() {
+  // Threads first: nothing may run while the context goes. Releases post to
+  // the cleanup thread, so it is drained before and after the dispatcher.
+  cleanup_->Drain();
+  dispatcher_.reset();
+  cleanup_->Drain();
+  cleanup_.reset();
+  if (!failed() && MakeCurrent().ok()) {
+    absl::MutexLock lock(&zero_mu_);
+    if (zero_stream_ != nullptr && zero_epoch_ == epoch()) {
+      driver_->cuStreamDestroy(zero_stream_);
+    }
+    events_.FreeAll();
+    staging_.FreeAll();
+    slots_.FreeAll();
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    for (Marker* m : markers_) delete m;
+    markers_.clear();
+  }
+  driver_->cuDevicePrimaryCtxRelease(device_);
+}
+
+absl::Status CudaDevice::MakeCurrent() {
+  const uint64_t epoch = this->epoch();
+  if (current_device == this && current_context == context_ &&
+      current_epoch == epoch) {
+    return absl::OkStatus();
+  }
+  absl::Status s = ToStatus(driver_->cuCtxSetCurrent(context_),
+                            "cuCtxSetCurrent", driver_.get());
+  if (s.ok()) {
+    current_device = this;
+    current_context = context_;
+    current_epoch = epoch;
+  }
+  return s;
+}
+
+absl::Status CudaDevice::ReadInfo() {
+  if (absl::Status s = MakeCurrent(); !s.ok()) return s;
+  const CudaDriver& d = *driver_;
+  char name[256] = {};
+  d.cuDeviceGetName(name, sizeof(name) - 1, device_);
+  size_t total = 0;
+  d.cuDeviceTotalMem(&total, device_);
+  auto attr = [&](CUdevice_attribute a) {
+    int v = 0;
+    d.cuDeviceGetAttribute(&v, a, device_);
+    return v;
+  };
+  info_.backend = "cuda";
+  info_.name = name;
+  info_.arch =
+      absl::StrCat("sm_", attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
+                   attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR));
+  info_.multiprocessor_count = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  int least = 0, greatest = 0;
+  d.cuCtxGetStreamPriorityRange(&least, &greatest);
+  info_.priority_least = least;
+  info_.priority_greatest = greatest;
+  info_.supports_wait_value =
+      attr(CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS) != 0;
+  info_.supports_host_func = true;
+  info_.supports_timing = true;
+  info_.max_grid = {static_cast<uint32_t>(attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)),
+                    static_cast<uint32_t>(attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)),
+                    static_cast<uint32_t>(attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z))};
+  info_.max_block = {
+      static_cast<uint32_t>(attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)),
+      static_cast<uint32_t>(attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)),
+      static_cast<uint32_t>(attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z))};
+  info_.max_threads_per_block =
+      attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+  info_.max_shared_memory_bytes =
+      attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+  if (info_.max_shared_memory_bytes == 0) {
+    info_.max_shared_memory_bytes =
+        attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
+  }
+  (void)total;
+  return absl::OkStatus();
+}
+
+MemoryInfo CudaDevice::memory() {
+  size_t free = 0, total = 0;
+  if (MakeCurrent().ok() && !failed()) {
+    driver_->cuMemGetInfo(&free, &total);
+  }
+  if (total == 0) driver_->cuDeviceTotalMem(&total, device_);
+  return {total, free};
+}
+
+void CudaDevice::SetFatalErrorHandler(FatalErrorHandler handler) {
+  absl::MutexLock lock(&mu_);
+  on_fatal_ = std::move(handler);
+}
+
+absl::Status CudaDevice::failure() {
+  absl::MutexLock lock(&mu_);
+  return failure_;
+}
+
+absl::Status CudaDevice::Check(CUresult r, const char* call) {
+  if (r == CUDA_SUCCESS) [[likely]] {
+    return absl::OkStatus();
+  }
+  absl::Status status = CudaError(r, call, driver_.get());
+  if (IsFatal(r)) Fail(status);
+  return status;
+}
+
+void CudaDevice::Fail(absl::Status status) {
+  FatalErrorHandler* handler = nullptr;
+  std::vector<std::shared_ptr<CudaQueueCore>> queues;
+  std::vector<EventWatch> watches;
+  {
+    absl::MutexLock lock(&mu_);
+    if (failed_.exchange(true)) return;  // Reported once per failure.
+    failure_ = absl::AbortedError(absl::StrCat(
+        "CUDA device ", ordinal_, " failed: ", status.message()));
+    status = failure_;
+    for (auto& weak : tracked_) {
+      if (auto core = weak.lock()) queues.push_back(std::move(core));
+    }
+    tracked_.clear();
+    watches.swap(event_watches_);
+    releasing_.clear();
+    handler = on_fatal_ ? &on_fatal_ : nullptr;
+  }
+  std::cerr << "gpustreamd: " << status.message() << std::endl;
+  // On the dispatcher: the caller may hold a queue's lock (a failed launch).
+  // The handler is set once before any object exists and never changes.
+  dispatcher_->Post([queues = std::move(queues), watches = std::move(watches),
+                     handler, status]() mutable {
+    for (auto& core : queues) core->Fail(status);
+    for (auto& w : watches) w.done();
+    if (handler != nullptr) (*handler)(status);
+  });
+}
+
+absl::Status CudaDevice::Recover() {
+  if (!failed()) return absl::OkStatus();
+  // Releases of the failed context's objects skip their driver calls (the
+  // epoch moves on below); let those already posted run first.
+  cleanup_->Drain();
+  {
+    absl::MutexLock lock(&mu_);
+    for (Marker* m : markers_) delete m;  // Their callbacks never run now.
+    markers_.clear();
+  }
+  events_.Forget();
+  staging_.Forget();
+  slots_.Forget();
+  epoch_.fetch_add(1, std::memory_order_acq_rel);
+  if (absl::Status s = Check(driver_->cuDevicePrimaryCtxReset(device_),
+                             "cuDevicePrimaryCtxReset");
+      !s.ok()) {
+    return s;
+  }
+  driver_->cuDevicePrimaryCtxRelease(device_);
+  if (absl::Status s = Check(driver_->cuDevicePrimaryCtxRetain(&context_, device_),
+                             "cuDevicePrimaryCtxRetain");
+      !s.ok()) {
+    return s;
+  }
+  current_context = nullptr;
+  if (absl::Status s = MakeCurrent(); !s.ok()) return s;
+  std::vector<CudaModule*> modules;
+  {
+    absl::MutexLock lock(&mu_);
+    modules = modules_;
+  }
+  for (CudaModule* m : modules) {
+    if (absl::Status s = m->Reload(); !s.ok()) return s;
+  }
+  // The dispatcher makes the new context current on its next call.
+  dispatcher_->Post([this] { MakeCurrent().IgnoreError(); });
+  absl::MutexLock lock(&mu_);
+  failure_ = absl::OkStatus();
+  failed_.store(false, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+void CudaDevice::Release(uint64_t epoch, absl::AnyInvocable<void()> fn) {
+  cleanup_->Post([this, epoch, fn = std::move(fn)]() mutable {
+    if (epoch != this->epoch() || !MakeCurrent().ok()) return;
+    fn();
+  });
+}
+
+void CudaDevice::Track(std::shared_ptr<CudaQueueCore> core) {
+  {
+    absl::MutexLock lock(&mu_);
+    tracked_.push_back(core);
+  }
+  dispatcher_->Wake();  // It may be asleep with nothing to poll.
+}
+
+void CudaDevice::TrackRelease(std::shared_ptr<CudaFlag> flag) {
+  {
+    absl::MutexLock lock(&mu_);
+    releasing_.push_back(std::move(flag));
+  }
+  dispatcher_->Wake();
+}
+
+void CudaDevice::WatchEvent(std::shared_ptr<CudaEventPoint> point,
+                            absl::AnyInvocable<void()> done) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!failed()) {
+      event_watches_.push_back({std::move(point), std::move(done)});
+      dispatcher_->Wake();
+      return;
+    }
+  }
+  done();
+}
+
+void* CudaDevice::NewMarker(std::weak_ptr<CudaQueueCore> core,
+                            uint64_t count) {
+  auto* m = new Marker{this, std::move(core), count};
+  absl::MutexLock lock(&mu_);
+  markers_.insert(m);
+  return m;
+}
+
+void CudaDevice::DropMarker(void* marker) {
+  auto* m = static_cast<Marker*>(marker);
+  absl::MutexLock lock(&mu_);
+  if (markers_.erase(m)) delete m;
+}
+
+void CUDA_CB CudaDevice::OnMarker(void* marker) {
+  // A driver thread, inside the stream: no CUDA calls here, only a post.
+  auto* m = static_cast<Marker*>(marker);
+  CudaDevice* device = m->device;
+  std::weak_ptr<CudaQueueCore> core;
+  uint64_t count;
+  {
+    absl::MutexLock lock(&device->mu_);
+    if (!device->markers_.erase(m)) return;  // Freed by Recover.
+    core = std::move(m->core);
+    count = m->count;
+    delete m;
+  }
+  device->dispatcher_->Post([core = std::move(core), count] {
+    if (auto q = core.lock()) q->Completed(count);
+  });
+}
+
+bool CudaDevice::Tick() {
+  if (failed()) return false;
+  if (!MakeCurrent().ok()) return false;
+  std::vector<std::shared_ptr<CudaQueueCore>> queues;
+  std::vector<std::shared_ptr<CudaFlag>> releasing;
+  std::vector<EventWatch> watches;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::flat_hash_set<CudaQueueCore*> seen;  // Tracked more than once.
+    for (auto& weak : tracked_) {
+      auto core = weak.lock();
+      if (core != nullptr && seen.insert(core.get()).second) {
+        queues.push_back(std::move(core));
+      }
+    }
+    tracked_.clear();
+    releasing.swap(releasing_);
+    watches.swap(event_watches_);
+  }
+  std::vector<std::shared_ptr<CudaQueueCore>> still;
+  for (auto& core : queues) {
+    if (core->Tick()) still.push_back(core);
+  }
+  std::vector<std::shared_ptr<CudaFlag>> still_releasing;
+  for (auto& flag : releasing) {
+    if (flag->StepRelease()) still_releasing.push_back(flag);
+  }
+  std::vector<EventWatch> still_watching;
+  for (auto& w : watches) {
+    if (PointComplete(*this, *w.point)) {
+      w.done();
+    } else {
+      still_watching.push_back(std::move(w));
+    }
+  }
+  {
+    // Fail() sets failed_ under mu_: either it sees these back in the lists,
+    // or this sees the failure.
+    absl::MutexLock lock(&mu_);
+    if (!failed()) {
+      for (auto& core : still) tracked_.push_back(core);
+      for (auto& flag : still_releasing) releasing_.push_back(flag);
+      for (auto& w : still_watching) event_watches_.push_back(std::move(w));
+      return !tracked_.empty() || !releasing_.empty() ||
+             !event_watches_.empty();
+    }
+  }
+  // The device failed while these were out of the lists Fail() empties.
+  const absl::Status status = failure();
+  for (auto& core : queues) core->Fail(status);
+  for (auto& w : still_watching) w.done();
+  return false;
+}
+
+absl::StatusOr<std::shared_ptr<Queue>> CudaDevice::CreateQueue(
+    QueueOptions options) {
+  if (failed()) return failure();
+  if (absl::Status s = MakeCurrent(); !s.ok()) return s;
+  CUstream stream = nullptr;
+  if (absl::Status s = Check(
+          driver_->cuStreamCreateWithPriority(&stream, CU_STREAM_NON_BLOCKING,
+                                              options.priority),
+          "cuStreamCreateWithPriority");
+      !s.ok()) {
+    return s;
+  }
+  auto core = std::make_shared<CudaQueueCore>(this, stream, epoch(),
+                                              std::move(options.on_error));
+  return std::shared_ptr<Queue>(new CudaQueue(std::move(core)),
+                                [this](Queue* q) {
+                                  cleanup_->Post([q] { delete q; });
+                                });
+}
+
+absl::StatusOr<std::shared_ptr<Event>> CudaDevice::CreateEvent(
+    bool enable_timing) {
+  if (failed()) return failure();
+  // Native events are taken from the pool per record.
+  return std::make_shared<CudaEvent>(this, enable_timing);
+}
+
+absl::StatusOr<std::shared_ptr<Flag>> CudaDevice::CreateFlag() {
+  if (failed()) return failure();
+  auto slot = slots_.Get();
+  if (!slot.ok()) return slot.status();
+  return std::shared_ptr<Flag>(std::make_shared<CudaFlag>(this, *slot));
+}
+
+absl::StatusOr<std::shared_ptr<Buffer>> CudaDevice::Allocate(uint64_t size,
+                                                             MemoryKind kind) {
+  if (failed()) return failure();
+  if (absl::Status s = MakeCurrent(); !s.ok()) return s;
+  // CUDA refuses zero-byte allocations; a 0-byte buffer still gets a
+  // distinct address.
+  // Rounded to whole words for the zeroing memset.
+  const uint64_t bytes = std::max<uint64_t>((size + 3) / 4 * 4, 4);
+  CUdeviceptr ptr = 0;
+  void* host = nullptr;
+  absl::Status s;
+  if (kind == MemoryKind::kDevice) {
+    s = Check(driver_->cuMemAlloc(&ptr, bytes), "cuMemAlloc");
+    if (s.ok()) {
+      s = Zero(ptr, bytes);
+      if (!s.ok()) driver_->cuMemFree(ptr);
+    }
+  } else {
+    s = Check(driver_->cuMemHostAlloc(&host, bytes,
+                                      CU_MEMHOSTALLOC_DEVICEMAP |
+                                          CU_MEMHOSTALLOC_PORTABLE),
+              "cuMemHostAlloc");
+    if (s.ok()) {
+      std::memset(host, 0, bytes);
+      s = Check(driver_->cuMemHostGetDevicePointer(&ptr, host, 0),
+                "cuMemHostGetDevicePointer");
+      if (!s.ok()) driver_->cuMemFreeHost(host);
+    }
+  }
+  if (!s.ok()) {
+    if (s.code() == absl::StatusCode::kResourceExhausted) {
+      const MemoryInfo m = memory();
+      return absl::ResourceExhaustedError(
+          absl::StrCat("CUDA device ", ordinal_, " cannot allocate ", size,
+                       " bytes (", m.free_bytes, " of ", m.total_bytes,
+                       " free)"));
+    }
+    return s;
+  }
+  return std::shared_ptr<Buffer>(
+      new CudaBuffer(this, ptr, host, size, kind, epoch()),
+      [this](Buffer* b) { cleanup_->Post([b] { delete b; }); });
+}
+
+absl::Status CudaDevice::Zero(CUdeviceptr ptr, uint64_t bytes) {
+  absl::MutexLock lock(&zero_mu_);
+  if (zero_stream_ == nullptr || zero_epoch_ != epoch()) {
+    zero_epoch_ = epoch();
+    if (absl::Status s = Check(driver_->cuStreamCreateWithPriority(
+                                   &zero_stream_, CU_STREAM_NON_BLOCKING, 0),
+                               "cuStreamCreateWithPriority");
+        !s.ok()) {
+      zero_stream_ = nullptr;
+      return s;
+    }
+  }
+  if (absl::Status s = Check(
+          driver_->cuMemsetD32Async(ptr, 0, bytes / 4, zero_stream_),
+          "cuMemsetD32Async");
+      !s.ok()) {
+    return s;
+  }
+  return Check(driver_->cuStreamSynchronize(zero_stream_),
+               "cuStreamSynchronize");
+}
+
+std::vector<std::unique_ptr<Module>> CudaDevice::BuiltinModules() {
+  std::vector<std::unique_ptr<Module>> out;
+  EmbeddedModule embedded = EmbeddedSamplesModule();
+  if (embedded.image.empty()) return out;
+  auto manifest = modules::ParseModuleManifest(
+      embedded.manifest, "built-in samples manifest", "samples");
+  if (!manifest.ok()) {
+    std::cerr << "gpustreamd: " << manifest.status() << std::endl;
+    return out;
+  }
+  auto module = CudaModule::Load(this, std::move(embedded.image), *manifest,
+                                 "built-in samples.fatbin");
+  if (!module.ok()) {
+    std::cerr << "gpustreamd: " << module.status() << std::endl;
+    return out;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    modules_.push_back(module->get());
+  }
+  out.push_back(*std::move(module));
+  return out;
+}
+
+bool CudaDevice::IsModuleFile(const std::string& path) const {
+  return absl::EndsWith(path, ".fatbin") || absl::EndsWith(path, ".cubin") ||
+         absl::EndsWith(path, ".ptx");
+}
+
+absl::StatusOr<std::unique_ptr<Module>> CudaDevice::LoadModule(
+    const std::string& path) {
+  auto manifest = modules::ReadModuleManifest(modules::ManifestPathFor(path),
+                                              modules::ImageStem(path));
+  if (!manifest.ok()) {
+    return absl::Status(
+        manifest.status().code() == absl::StatusCode::kNotFound
+            ? absl::StatusCode::kInvalidArgument
+            : manifest.status().code(),
+        absl::StrCat(path, ": refused: ", manifest.status().message()));
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream image;
+  image << in.rdbuf();
+  if (!in) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot read ", path));
+  }
+  auto module = CudaModule::Load(this, image.str(), *manifest, path);
+  if (!module.ok()) return module.status();
+  {
+    absl::MutexLock lock(&mu_);
+    modules_.push_back(module->get());
+  }
+  return std::unique_ptr<Module>(*std::move(module));
+}
+
+}  // namespace gpustream::backend

@@ -1,0 +1,155 @@
+// One CUDA device, driven through its primary context.
+#ifndef GPUSTREAM_SERVER_BACKEND_CUDA_CUDA_DEVICE_H_
+#define GPUSTREAM_SERVER_BACKEND_CUDA_CUDA_DEVICE_H_
+
+#include <cuda.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "server/backend/cuda/cuda_objects.h"
+#include "absl/synchronization/mutex.h"
+#include "server/backend/cuda/cuda_dispatcher.h"
+#include "server/backend/cuda/cuda_driver.h"
+#include "server/backend/cuda/cuda_pools.h"
+#include "server/backend/cuda/cuda_status.h"
+#include "server/backend/device.h"
+#include "server/util/serial_executor.h"
+
+namespace gpustream::backend {
+
+class CudaQueueCore;
+class CudaModule;
+
+// Threads: callers (gRPC threads) enqueue straight into native streams
+// while a queue is within its budget; the dispatcher thread completes work
+// (host callbacks post to it), hands held work to streams, polls events and
+// stream errors, and releases device-side waits at teardown; the cleanup
+// thread destroys native objects. Every thread makes the primary context
+// current before its first driver call (MakeCurrent).
+//
+// Failure: a fatal driver error (a kernel fault poisons the context) marks
+// the device failed: every queue fails with ABORTED, held and pending work
+// completes with that error, and the fatal-error handler runs once. Recover
+// resets the primary context and reloads the modules. Objects remember the
+// context epoch they were made in; one from an earlier epoch skips its
+// driver calls when destroyed (its context is gone).
+class CudaDevice : public Device {
+ public:
+  // Retains the primary context of `ordinal` and reads its properties.
+  static absl::StatusOr<std::unique_ptr<CudaDevice>> Create(
+      std::shared_ptr<const CudaDriver> driver, int ordinal);
+  ~CudaDevice() override;
+
+  const DeviceInfo& info() const override { return info_; }
+  MemoryInfo memory() override;
+  void SetFatalErrorHandler(FatalErrorHandler handler) override;
+  absl::Status Recover() override;
+  void FlushCleanup() override { cleanup_->Drain(); }
+  absl::StatusOr<std::shared_ptr<Queue>> CreateQueue(
+      QueueOptions options) override;
+  absl::StatusOr<std::shared_ptr<Event>> CreateEvent(
+      bool enable_timing) override;
+  absl::StatusOr<std::shared_ptr<Flag>> CreateFlag() override;
+  absl::StatusOr<std::shared_ptr<Buffer>> Allocate(uint64_t size,
+                                                   MemoryKind kind) override;
+  std::vector<std::unique_ptr<Module>> BuiltinModules() override;
+  bool IsModuleFile(const std::string& path) const override;
+  absl::StatusOr<std::unique_ptr<Module>> LoadModule(
+      const std::string& path) override;
+
+  // --- For the backend's own objects ---------------------------------------
+  const CudaDriver& driver() const { return *driver_; }
+  // Makes the primary context current on the calling thread (cached per
+  // thread and context epoch).
+  absl::Status MakeCurrent();
+  uint64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  // The ABORTED status the device failed with (OK while healthy).
+  absl::Status failure();
+  // A driver call failed: fatal codes fail the device. Returns the status.
+  absl::Status Check(CUresult r, const char* call);
+
+  util::SerialExecutor& cleanup() { return *cleanup_; }
+  CudaDispatcher& dispatcher() { return *dispatcher_; }
+  CudaEventPool& events() { return events_; }
+  CudaStagingPool& staging() { return staging_; }
+  CudaSlotAllocator& slots() { return slots_; }
+  // Runs `fn` on the cleanup thread with the context current, unless the
+  // object's context (`epoch`) is gone.
+  void Release(uint64_t epoch, absl::AnyInvocable<void()> fn);
+
+  // Queues with work in flight or held, polled by the dispatcher.
+  void Track(std::shared_ptr<CudaQueueCore> core);
+  // Host-side waits for an event record, polled by the dispatcher.
+  void WatchEvent(std::shared_ptr<CudaEventPoint> point,
+                  absl::AnyInvocable<void()> done);
+
+  // Markers: the userData of a marker's cuLaunchHostFunc. The callback
+  // (OnMarker) only posts the completion to the dispatcher. Markers whose
+  // callback never runs (a failed context) are freed by Recover and the
+  // destructor.
+  void* NewMarker(std::weak_ptr<CudaQueueCore> core, uint64_t count);
+  void DropMarker(void* marker);
+  static void CUDA_CB OnMarker(void* marker);
+  // Flags whose device-side waits are being released (teardown).
+  void TrackRelease(std::shared_ptr<class CudaFlag> flag);
+
+ private:
+  CudaDevice(std::shared_ptr<const CudaDriver> driver, int ordinal,
+             CUdevice device)
+      : driver_(std::move(driver)),
+        ordinal_(ordinal),
+        device_(device),
+        events_(this),
+        staging_(this),
+        slots_(this) {}
+  absl::Status ReadInfo();
+  void Fail(absl::Status status);
+  // One dispatcher tick: stream errors, held work, event waiters, releases.
+  // True while anything needs polling.
+  bool Tick();
+
+  const std::shared_ptr<const CudaDriver> driver_;
+  const int ordinal_;
+  const CUdevice device_;
+  CUcontext context_ = nullptr;
+  std::atomic<uint64_t> epoch_{1};
+  std::atomic<bool> failed_{false};
+  DeviceInfo info_;
+
+  // Clears new DEVICE allocations (tenants never see each other's data).
+  absl::Status Zero(CUdeviceptr ptr, uint64_t bytes);
+  absl::Mutex zero_mu_;
+  CUstream zero_stream_ ABSL_GUARDED_BY(zero_mu_) = nullptr;
+  uint64_t zero_epoch_ ABSL_GUARDED_BY(zero_mu_) = 0;
+
+  absl::Mutex mu_;
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  FatalErrorHandler on_fatal_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::weak_ptr<CudaQueueCore>> tracked_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<CudaFlag>> releasing_ ABSL_GUARDED_BY(mu_);
+  std::vector<CudaModule*> modules_ ABSL_GUARDED_BY(mu_);  // For Recover.
+  struct EventWatch {
+    std::shared_ptr<CudaEventPoint> point;
+    absl::AnyInvocable<void()> done;
+  };
+  std::vector<EventWatch> event_watches_ ABSL_GUARDED_BY(mu_);
+  struct Marker;
+  absl::flat_hash_set<Marker*> markers_ ABSL_GUARDED_BY(mu_);
+
+  CudaEventPool events_;
+  CudaStagingPool staging_;
+  CudaSlotAllocator slots_;
+  // Last: destroyed first, while everything they use is alive.
+  std::unique_ptr<util::SerialExecutor> cleanup_;
+  std::unique_ptr<CudaDispatcher> dispatcher_;
+};
+
+}  // namespace gpustream::backend
+
+#endif  // GPUSTREAM_SERVER_BACKEND_CUDA_CUDA_DEVICE_H_

@@ -1,0 +1,52 @@
+// The per-device daemon thread that CUDA host callbacks post to.
+#ifndef GPUSTREAM_SERVER_BACKEND_CUDA_CUDA_DISPATCHER_H_
+#define GPUSTREAM_SERVER_BACKEND_CUDA_CUDA_DISPATCHER_H_
+
+#include <deque>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace gpustream::backend {
+
+// A cuLaunchHostFunc body must not call CUDA, so callbacks only Post() here;
+// this thread then does the work (completing operations, handing held work
+// to streams, freeing staging). Between posts it calls `tick` at least every
+// `tick_period` while `tick` returns true ("more to poll"), and otherwise
+// sleeps until the next post. Thread-safe.
+class CudaDispatcher {
+ public:
+  // `on_start` runs first on the thread (making the context current).
+  CudaDispatcher(absl::AnyInvocable<void()> on_start,
+                 absl::AnyInvocable<bool()> tick, absl::Duration tick_period);
+  // Runs what was posted, then joins.
+  ~CudaDispatcher();
+  CudaDispatcher(const CudaDispatcher&) = delete;
+  CudaDispatcher& operator=(const CudaDispatcher&) = delete;
+
+  void Post(absl::AnyInvocable<void()> fn);
+  // Wakes the thread for a tick (something pollable appeared).
+  void Wake();
+  bool InDispatcher() const {
+    return std::this_thread::get_id() == thread_.get_id();
+  }
+
+ private:
+  void Loop();
+
+  absl::AnyInvocable<void()> on_start_;
+  absl::AnyInvocable<bool()> tick_;
+  const absl::Duration tick_period_;
+  absl::Mutex mu_;
+  std::deque<absl::AnyInvocable<void()>> work_ ABSL_GUARDED_BY(mu_);
+  bool woken_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace gpustream::backend
+
+#endif  // GPUSTREAM_SERVER_BACKEND_CUDA_CUDA_DISPATCHER_H_

@@ -1,0 +1,237 @@
+// CUDA buffers, events and flags.
+#include "server/backend/cuda/cuda_objects.h"
+
+#include <atomic>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "server/backend/cuda/cuda_device.h"
+#include "server/backend/cuda/cuda_queue.h"
+
+namespace gpustream::backend {
+namespace {
+
+// How long the releaser keeps one awaited value stored before it tries the
+// next wait (the queue may still be busy before reaching its wait).
+constexpr absl::Duration kReleaseRotate = absl::Milliseconds(20);
+// After this, the releaser gives up (the stream is stuck elsewhere).
+constexpr absl::Duration kReleaseLimit = absl::Seconds(30);
+
+}  // namespace
+
+// --- Buffers ----------------------------------------------------------------
+
+CudaBuffer::~CudaBuffer() {
+  // Runs on the cleanup thread (the device's deleter puts it there).
+  if (epoch_ != device_->epoch() || !device_->MakeCurrent().ok()) return;
+  const CudaDriver& driver = device_->driver();
+  if (kind_ == MemoryKind::kDevice) {
+    device_->Check(driver.cuMemFree(ptr_), "cuMemFree");
+  } else {
+    device_->Check(driver.cuMemFreeHost(host_), "cuMemFreeHost");
+  }
+}
+
+// --- Events -----------------------------------------------------------------
+
+CudaEventPoint::~CudaEventPoint() { device->events().Put(event, timing, epoch); }
+
+bool PointComplete(CudaDevice& device, CudaEventPoint& point) {
+  if (!point.issued.load(std::memory_order_acquire)) return device.failed();
+  if (point.epoch != device.epoch() || device.failed()) return true;
+  if (!device.MakeCurrent().ok()) return true;
+  CUresult r = device.driver().cuEventQuery(point.event);
+  if (r == CUDA_ERROR_NOT_READY) return false;
+  if (r != CUDA_SUCCESS) device.Check(r, "cuEventQuery");
+  return true;
+}
+
+absl::StatusOr<std::shared_ptr<CudaEventPoint>> CudaEvent::NewRecord() {
+  auto event = device_->events().Get(timing_);
+  if (!event.ok()) return event.status();
+  auto point = std::make_shared<CudaEventPoint>(device_, *event, timing_,
+                                                device_->epoch());
+  absl::MutexLock lock(&mu_);
+  latest_ = point;
+  return point;
+}
+
+std::shared_ptr<CudaEventPoint> CudaEvent::Latest() {
+  absl::MutexLock lock(&mu_);
+  return latest_;
+}
+
+bool CudaEvent::IsComplete() {
+  std::shared_ptr<CudaEventPoint> point = Latest();
+  return point == nullptr || PointComplete(*device_, *point);
+}
+
+void CudaEvent::OnComplete(absl::AnyInvocable<void()> done) {
+  std::shared_ptr<CudaEventPoint> point = Latest();
+  if (point == nullptr || PointComplete(*device_, *point)) {
+    done();
+    return;
+  }
+  device_->WatchEvent(std::move(point), std::move(done));
+}
+
+absl::StatusOr<float> CudaEvent::ElapsedMillisSince(Event& start_event) {
+  auto& start = static_cast<CudaEvent&>(start_event);
+  if (!timing_ || !start.timing_) {
+    return absl::FailedPreconditionError(
+        "both events must be created with enable_timing");
+  }
+  std::shared_ptr<CudaEventPoint> begin = start.Latest();
+  if (begin == nullptr || !PointComplete(*device_, *begin)) {
+    return absl::FailedPreconditionError(
+        "start_event_id has not been recorded and completed");
+  }
+  std::shared_ptr<CudaEventPoint> end = Latest();
+  if (end == nullptr || !PointComplete(*device_, *end)) {
+    return absl::FailedPreconditionError(
+        "end_event_id has not been recorded and completed");
+  }
+  if (absl::Status s = device_->MakeCurrent(); !s.ok()) return s;
+  float ms = 0;
+  absl::Status s = device_->Check(
+      device_->driver().cuEventElapsedTime(&ms, begin->event, end->event),
+      "cuEventElapsedTime");
+  if (!s.ok()) return s;
+  return ms;
+}
+
+// --- Flags ------------------------------------------------------------------
+
+CudaFlag::CudaFlag(CudaDevice* device, CudaSlotAllocator::Slot slot)
+    : device_(device), slot_(slot) {
+  std::atomic_ref<uint64_t>(*slot_.host).store(0, std::memory_order_release);
+}
+
+CudaFlag::~CudaFlag() { device_->slots().Put(slot_); }
+
+uint64_t CudaFlag::Load() {
+  return std::atomic_ref<uint64_t>(*slot_.host).load(std::memory_order_acquire);
+}
+
+void CudaFlag::Store(uint64_t value) {
+  // Release: data the host wrote before signalling is visible to work the
+  // signal releases.
+  std::atomic_ref<uint64_t>(*slot_.host).store(value,
+                                               std::memory_order_release);
+  Notify(value);
+  device_->dispatcher().Wake();  // Waits the daemon holds may go.
+}
+
+void CudaFlag::Changed() { Notify(Load()); }
+
+void CudaFlag::Notify(uint64_t value) {
+  std::vector<WaitDone> ready;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = waiters_.begin(); it != waiters_.end();) {
+      if (Satisfies(value, it->second.value, it->second.condition)) {
+        ready.push_back(std::move(it->second.done));
+        waiters_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& done : ready) done(value);
+}
+
+Flag::WaitId CudaFlag::AsyncWait(uint64_t value, WaitCondition condition,
+                                 WaitDone done) {
+  absl::StatusOr<uint64_t> result;
+  {
+    absl::MutexLock lock(&mu_);
+    const uint64_t now = Load();
+    if (released_) {
+      result = release_reason_;
+    } else if (Satisfies(now, value, condition)) {
+      result = now;
+    } else {
+      const WaitId id = next_wait_id_++;
+      waiters_.emplace(id, Waiter{value, condition, std::move(done)});
+      return id;
+    }
+  }
+  done(std::move(result));
+  return 0;
+}
+
+void CudaFlag::CancelWait(WaitId id) {
+  absl::MutexLock lock(&mu_);
+  waiters_.erase(id);
+}
+
+bool CudaFlag::released() {
+  absl::MutexLock lock(&mu_);
+  return released_;
+}
+
+void CudaFlag::Release(const absl::Status& reason) {
+  absl::flat_hash_map<WaitId, Waiter> waiters;
+  bool device_waits;
+  {
+    absl::MutexLock lock(&mu_);
+    if (released_) return;
+    released_ = true;
+    release_reason_ = reason;
+    waiters.swap(waiters_);
+    device_waits = !native_waits_.empty();
+    releasing_ = 0;
+    releasing_since_ = absl::InfinitePast();
+    release_deadline_ = absl::Now() + kReleaseLimit;
+  }
+  for (auto& [id, waiter] : waiters) waiter.done(reason);
+  device_->dispatcher().Wake();  // Daemon-held waits on it may go.
+  if (device_waits) device_->TrackRelease(shared_from_this());
+}
+
+void CudaFlag::AddNativeWait(NativeWait wait) {
+  absl::MutexLock lock(&mu_);
+  // Forget waits already passed, so the list stays as short as the waits
+  // actually pending.
+  if (native_waits_.size() >= 64) {
+    std::erase_if(native_waits_, [](NativeWait& w) {
+      return w.queue->Passed(w.index);
+    });
+  }
+  native_waits_.push_back(std::move(wait));
+}
+
+bool CudaFlag::StepRelease() {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = absl::Now();
+  if (device_->failed() || now > release_deadline_) {
+    native_waits_.clear();
+    return false;
+  }
+  // Waits passed are done; the rest are released one at a time: the value
+  // stored is that of the wait being released, kept until its queue has
+  // passed it (EQUAL waits on different values need one store each).
+  for (size_t tried = 0; tried <= native_waits_.size(); ++tried) {
+    if (native_waits_.empty()) return false;
+    if (releasing_ >= native_waits_.size()) releasing_ = 0;
+    NativeWait& w = native_waits_[releasing_];
+    if (w.queue->Passed(w.index)) {
+      native_waits_.erase(native_waits_.begin() + releasing_);
+      releasing_since_ = absl::InfinitePast();
+      continue;
+    }
+    if (releasing_since_ == absl::InfinitePast()) {
+      std::atomic_ref<uint64_t>(*slot_.host)
+          .store(w.value, std::memory_order_release);
+      releasing_since_ = now;
+    } else if (now - releasing_since_ > kReleaseRotate) {
+      ++releasing_;  // Its queue is busy before the wait: try the next.
+      releasing_since_ = absl::InfinitePast();
+      continue;
+    }
+    return true;
+  }
+  return !native_waits_.empty();
+}
+
+}  // namespace gpustream::backend

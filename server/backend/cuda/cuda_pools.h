@@ -1,0 +1,97 @@
+// Pooled native resources of one CUDA device: internal events, and pinned
+// host memory for staging copies and for completion-flag slots.
+#ifndef GPUSTREAM_SERVER_BACKEND_CUDA_CUDA_POOLS_H_
+#define GPUSTREAM_SERVER_BACKEND_CUDA_CUDA_POOLS_H_
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+
+namespace gpustream::backend {
+
+class CudaDevice;
+
+// CUevents reused across records (RecordEvent, WaitQueue): creating one per
+// call would cost a driver call each. Thread-safe.
+class CudaEventPool {
+ public:
+  explicit CudaEventPool(CudaDevice* device) : device_(device) {}
+  absl::StatusOr<CUevent> Get(bool timing);
+  // Back to the pool once no enqueued record or wait uses it.
+  void Put(CUevent event, bool timing, uint64_t epoch);
+  // After a context reset: the pooled handles died with the context.
+  void Forget();
+  // Device shutdown: destroys what is pooled (context current).
+  void FreeAll();
+
+ private:
+  static constexpr size_t kMaxPooled = 1024;
+  CudaDevice* const device_;
+  absl::Mutex mu_;
+  std::vector<CUevent> free_[2] ABSL_GUARDED_BY(mu_);  // [timing]
+};
+
+// A block of pinned host memory for one staged copy.
+struct Staging {
+  void* host = nullptr;
+  uint64_t capacity = 0;
+  uint64_t epoch = 0;
+};
+
+// Pinned staging blocks in power-of-two size classes (4 KiB and up), so a
+// WriteBuffer can return before its copy runs, and a ReadBuffer has a
+// destination the copy engine can write asynchronously. Keeps at most
+// kMaxCachedBytes of free blocks. Thread-safe.
+class CudaStagingPool {
+ public:
+  explicit CudaStagingPool(CudaDevice* device) : device_(device) {}
+  absl::StatusOr<Staging> Get(uint64_t size);
+  void Put(Staging staging);
+  void Forget();
+  void FreeAll();
+
+ private:
+  static constexpr uint64_t kMaxCachedBytes = uint64_t{64} << 20;
+  CudaDevice* const device_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<uint64_t, std::vector<Staging>> free_
+      ABSL_GUARDED_BY(mu_);
+  uint64_t cached_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// 8-byte slots carved from slabs of pinned, device-mapped host memory
+// (cuMemHostAlloc DEVICEMAP): a completion flag, or a queue's progress word,
+// costs 8 bytes, not a page. Slabs live until the device resets or goes.
+// Thread-safe.
+class CudaSlotAllocator {
+ public:
+  struct Slot {
+    uint64_t* host = nullptr;
+    CUdeviceptr device = 0;
+    uint64_t epoch = 0;
+  };
+  explicit CudaSlotAllocator(CudaDevice* device) : device_(device) {}
+  absl::StatusOr<Slot> Get();
+  void Put(Slot slot);
+  void Forget();
+  // Device shutdown, once no flag or queue is left.
+  void FreeAll();
+
+ private:
+  static constexpr uint64_t kSlabBytes = 64 * 1024;
+  CudaDevice* const device_;
+  absl::Mutex mu_;
+  std::vector<Slot> free_ ABSL_GUARDED_BY(mu_);
+  std::vector<void*> slabs_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace gpustream::backend
+
+#endif  // GPUSTREAM_SERVER_BACKEND_CUDA_CUDA_POOLS_H_

@@ -1,0 +1,244 @@
+// CudaQueue: each v1 queue operation as native stream calls.
+#include "server/backend/cuda/cuda_queue.h"
+
+#include <cstring>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "server/backend/cuda/cuda_args.h"
+#include "server/backend/cuda/cuda_device.h"
+#include "server/backend/cuda/cuda_module.h"
+
+namespace gpustream::backend {
+namespace {
+
+// Objects handed to a CUDA queue come from the same CUDA device (the
+// session layer pairs objects of one device), so these downcasts are exact.
+CUdeviceptr Ptr(const std::shared_ptr<Buffer>& buffer, uint64_t offset) {
+  return static_cast<CudaBuffer&>(*buffer).ptr() + offset;
+}
+
+}  // namespace
+
+absl::Status CudaQueue::Launch(const Kernel& kernel, const LaunchConfig& config,
+                               std::vector<KernelArg> args) {
+  const auto& cuda_kernel = static_cast<const CudaKernel&>(kernel);
+  auto block = std::make_shared<CudaArgBlock>(
+      PackArgs(cuda_kernel.signature(), args, [](const BufferArg& b) {
+        return static_cast<uint64_t>(Ptr(b.buffer, b.offset));
+      }));
+  CudaQueueCore::Op op;
+  op.issue = [&cuda_kernel, config, block](CudaQueueCore& q) {
+    return q.device().Check(
+        q.device().driver().cuLaunchKernel(
+            cuda_kernel.function(), config.grid.x, config.grid.y,
+            config.grid.z, config.block.x, config.block.y, config.block.z,
+            config.shared_memory_bytes, q.stream(), block->pointers.data(),
+            nullptr),
+        "cuLaunchKernel");
+  };
+  // The buffers stay alive until the kernel has run.
+  op.done = [args = std::move(args)](absl::Status) {};
+  return core_->Submit(std::move(op));
+}
+
+absl::Status CudaQueue::Write(std::shared_ptr<Buffer> dst, uint64_t offset,
+                              std::string data) {
+  CudaDevice& device = core_->device();
+  auto staging = device.staging().Get(data.size());
+  if (!staging.ok()) return staging.status();
+  std::memcpy(staging->host, data.data(), data.size());
+  CudaQueueCore::Op op;
+  op.issue = [dst, offset, host = staging->host,
+              size = data.size()](CudaQueueCore& q) {
+    return q.device().Check(q.device().driver().cuMemcpyHtoDAsync(
+                                Ptr(dst, offset), host, size, q.stream()),
+                            "cuMemcpyHtoDAsync");
+  };
+  op.done = [dst, staging = *staging, device = &device](absl::Status) {
+    device->staging().Put(staging);
+  };
+  absl::Status s = core_->Submit(std::move(op));
+  return s;
+}
+
+absl::Status CudaQueue::Read(std::shared_ptr<Buffer> src, uint64_t offset,
+                             uint64_t size, ReadDone done) {
+  CudaDevice& device = core_->device();
+  auto staging = device.staging().Get(size);
+  if (!staging.ok()) return staging.status();
+  auto shared_done = std::make_shared<ReadDone>(std::move(done));
+  CudaQueueCore::Op op;
+  op.issue = [src, offset, size, host = staging->host](CudaQueueCore& q) {
+    return q.device().Check(q.device().driver().cuMemcpyDtoHAsync(
+                                host, Ptr(src, offset), size, q.stream()),
+                            "cuMemcpyDtoHAsync");
+  };
+  op.done = [src, size, staging = *staging, device = &device,
+             shared_done](absl::Status s) {
+    if (s.ok()) {
+      (*shared_done)(std::string(static_cast<const char*>(staging.host), size));
+    } else {
+      (*shared_done)(s);
+    }
+    device->staging().Put(staging);
+  };
+  op.prompt = true;
+  return core_->Submit(std::move(op));
+}
+
+absl::Status CudaQueue::Copy(std::shared_ptr<Buffer> src, uint64_t src_offset,
+                             std::shared_ptr<Buffer> dst, uint64_t dst_offset,
+                             uint64_t size) {
+  CudaQueueCore::Op op;
+  op.issue = [src, src_offset, dst, dst_offset, size](CudaQueueCore& q) {
+    return q.device().Check(
+        q.device().driver().cuMemcpyDtoDAsync(
+            Ptr(dst, dst_offset), Ptr(src, src_offset), size, q.stream()),
+        "cuMemcpyDtoDAsync");
+  };
+  op.done = [src, dst](absl::Status) {};
+  return core_->Submit(std::move(op));
+}
+
+absl::Status CudaQueue::Fill(std::shared_ptr<Buffer> dst, uint64_t offset,
+                             uint64_t size, uint32_t value) {
+  CudaQueueCore::Op op;
+  op.issue = [dst, offset, size, value](CudaQueueCore& q) {
+    return q.device().Check(
+        q.device().driver().cuMemsetD32Async(Ptr(dst, offset), value, size / 4,
+                                             q.stream()),
+        "cuMemsetD32Async");
+  };
+  op.done = [dst](absl::Status) {};
+  return core_->Submit(std::move(op));
+}
+
+absl::Status CudaQueue::Record(std::shared_ptr<CudaEventPoint> point) {
+  CudaQueueCore::Op op;
+  op.issue = [point](CudaQueueCore& q) {
+    absl::Status s = q.device().Check(
+        q.device().driver().cuEventRecord(point->event, q.stream()),
+        "cuEventRecord");
+    if (s.ok()) {
+      point->issued.store(true, std::memory_order_release);
+      // Waits held on this record may go now.
+      q.device().dispatcher().Wake();
+    }
+    return s;
+  };
+  op.done = [point](absl::Status) {};
+  return core_->Submit(std::move(op));
+}
+
+absl::Status CudaQueue::WaitPoint(std::shared_ptr<CudaEventPoint> point) {
+  CudaQueueCore::Op op;
+  op.ready = [point] { return point->issued.load(std::memory_order_acquire); };
+  op.issue = [point](CudaQueueCore& q) {
+    return q.device().Check(
+        q.device().driver().cuStreamWaitEvent(q.stream(), point->event, 0),
+        "cuStreamWaitEvent");
+  };
+  op.done = [point](absl::Status) {};
+  return core_->Submit(std::move(op));
+}
+
+absl::Status CudaQueue::RecordEvent(std::shared_ptr<Event> event) {
+  auto point = static_cast<CudaEvent&>(*event).NewRecord();
+  if (!point.ok()) return point.status();
+  return Record(*std::move(point));
+}
+
+absl::Status CudaQueue::WaitEvent(std::shared_ptr<Event> event) {
+  std::shared_ptr<CudaEventPoint> point =
+      static_cast<CudaEvent&>(*event).Latest();
+  if (point == nullptr) return absl::OkStatus();  // Never recorded.
+  return WaitPoint(std::move(point));
+}
+
+absl::Status CudaQueue::WaitQueue(Queue& other) {
+  CudaDevice& device = core_->device();
+  auto event = device.events().Get(/*timing=*/false);
+  if (!event.ok()) return event.status();
+  auto point = std::make_shared<CudaEventPoint>(&device, *event, false,
+                                                device.epoch());
+  if (absl::Status s = static_cast<CudaQueue&>(other).Record(point); !s.ok()) {
+    return s;
+  }
+  return WaitPoint(std::move(point));
+}
+
+absl::Status CudaQueue::WaitFlag(std::shared_ptr<Flag> flag_base,
+                                 uint64_t value, WaitCondition condition) {
+  auto flag = std::static_pointer_cast<CudaFlag>(std::move(flag_base));
+  CudaQueueCore::Op op;
+  op.done = [flag](absl::Status) {};
+  if (!core_->device().info().supports_wait_value || flag->released()) {
+    // The daemon holds later work until the flag satisfies the wait.
+    op.ready = [flag, value, condition] {
+      return flag->released() || Satisfies(flag->Load(), value, condition);
+    };
+    op.issue = [](CudaQueueCore&) { return absl::OkStatus(); };
+    return core_->Submit(std::move(op));
+  }
+  op.issue = [flag, value, condition](CudaQueueCore& q)
+                 ABSL_NO_THREAD_SAFETY_ANALYSIS {  // q.mu_ is held.
+    auto progress = q.ProgressSlot();
+    if (!progress.ok()) return progress.status();
+    const CudaDriver& driver = q.device().driver();
+    absl::Status s = q.device().Check(
+        driver.cuStreamWaitValue64(q.stream(), flag->device_ptr(), value,
+                                   condition == WaitCondition::kEqual
+                                       ? CU_STREAM_WAIT_VALUE_EQ
+                                       : CU_STREAM_WAIT_VALUE_GEQ),
+        "cuStreamWaitValue64");
+    if (!s.ok()) return s;
+    // Passing the wait is visible to the releaser through this word.
+    const uint64_t index = q.NextWaitIndex();
+    s = q.device().Check(driver.cuStreamWriteValue64(
+                             q.stream(), progress->device, index, 0),
+                         "cuStreamWriteValue64");
+    if (!s.ok()) return s;
+    flag->AddNativeWait({q.shared_from_this(), index, value});
+    return absl::OkStatus();
+  };
+  return core_->Submit(std::move(op));
+}
+
+absl::Status CudaQueue::WriteFlag(std::shared_ptr<Flag> flag_base,
+                                  uint64_t value) {
+  auto flag = std::static_pointer_cast<CudaFlag>(std::move(flag_base));
+  CudaQueueCore::Op op;
+  op.prompt = true;  // Host waiters hear of it promptly.
+  if (!core_->device().info().supports_wait_value) {
+    op.issue = [](CudaQueueCore&) { return absl::OkStatus(); };
+    op.done = [flag, value](absl::Status s) {
+      if (s.ok()) flag->Store(value);
+    };
+    return core_->Submit(std::move(op));
+  }
+  op.issue = [flag, value](CudaQueueCore& q) {
+    return q.device().Check(q.device().driver().cuStreamWriteValue64(
+                                q.stream(), flag->device_ptr(), value, 0),
+                            "cuStreamWriteValue64");
+  };
+  op.done = [flag](absl::Status s) {
+    if (s.ok()) flag->Changed();
+  };
+  return core_->Submit(std::move(op));
+}
+
+absl::Status CudaQueue::HostFunc(absl::AnyInvocable<void()> fn) {
+  CudaQueueCore::Op op;
+  op.issue = [](CudaQueueCore&) { return absl::OkStatus(); };
+  // Runs on the dispatcher once the marker behind it comes back: never in
+  // the driver's callback, and skipped after a sticky error.
+  op.done = [fn = std::move(fn)](absl::Status s) mutable {
+    if (s.ok()) fn();
+  };
+  op.prompt = true;
+  return core_->Submit(std::move(op));
+}
+
+}  // namespace gpustream::backend

@@ -1,0 +1,180 @@
+// A CUDA queue: a non-blocking native stream, fed within a bounded budget.
+#ifndef GPUSTREAM_SERVER_BACKEND_CUDA_CUDA_QUEUE_H_
+#define GPUSTREAM_SERVER_BACKEND_CUDA_CUDA_QUEUE_H_
+
+#include <cuda.h>
+
+#include <atomic>
+#include <deque>
+#include <memory>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/backend/cuda/cuda_objects.h"
+#include "server/backend/cuda/cuda_pools.h"
+#include "server/backend/queue.h"
+
+namespace gpustream::backend {
+
+class CudaDevice;
+
+// The state of one stream, shared by its CudaQueue, the dispatcher and the
+// flags whose waits it holds; outlives the CudaQueue until its work is done.
+//
+// Budget: CUDA blocks the caller once about a thousand operations are
+// pending on a stream. At most kBudget operations are handed to the stream
+// and not yet known complete; the rest wait, in order, in `held_`, and the
+// dispatcher hands them on as completions come back. Completions come back
+// through markers: a cuLaunchHostFunc after every kMarkerEvery operations,
+// after any operation whose completion someone awaits (reads, host
+// functions, flag writes, OnIdle), and from the dispatcher's tick when work
+// is left unmarked. A marker's callback only posts to the dispatcher.
+//
+// Thread-safe: `mu_` serializes every call on the stream, so work reaches it
+// in enqueue order whichever thread issues it.
+class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore> {
+ public:
+  static constexpr uint64_t kBudget = 384;
+  static constexpr uint64_t kMarkerEvery = 64;
+
+  // One operation. `issue` makes the native calls (under mu_). `done` runs
+  // on the dispatcher once the work completed (OK), or with the error when
+  // it is skipped or dropped; it holds what the work uses alive. `ready`
+  // gates issuing (a wait on a record not issued yet; a flag wait the
+  // daemon holds).
+  struct Op {
+    absl::AnyInvocable<absl::Status(CudaQueueCore&)> issue;
+    absl::AnyInvocable<void(absl::Status)> done;
+    absl::AnyInvocable<bool()> ready;
+    bool prompt = false;  // Mark right after it: someone awaits `done`.
+  };
+
+  CudaQueueCore(CudaDevice* device, CUstream stream, uint64_t epoch,
+                absl::AnyInvocable<void(const absl::Status&)> on_error)
+      : device_(device),
+        stream_(stream),
+        epoch_(epoch),
+        on_error_(std::move(on_error)) {}
+  ~CudaQueueCore();
+
+  CUstream stream() const { return stream_; }
+  CudaDevice& device() { return *device_; }
+
+  // Issues `op` now if the stream has room and nothing is held before it,
+  // else holds it. A sticky queue completes it at once with the error.
+  absl::Status Submit(Op op);
+  void OnIdle(absl::AnyInvocable<void(absl::Status)> done);
+  void Cancel(const absl::Status& reason);
+  // The device failed: everything completes with `status`.
+  void Fail(const absl::Status& status);
+  bool IsIdle();
+  absl::Status error();
+  // The CudaQueue is gone: destroy the stream once idle.
+  void Retire();
+
+  // Dispatcher side. A marker came back: everything issued before it is
+  // complete.
+  void Completed(uint64_t count);
+  // One tick: hands held work on, marks unmarked work, checks the stream
+  // for a fatal error. True while the queue has work outstanding.
+  bool Tick();
+
+  // The queue's progress word for device-side flag waits (lazily made).
+  absl::StatusOr<CudaSlotAllocator::Slot> ProgressSlot()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint64_t NextWaitIndex() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return ++wait_index_;
+  }
+  // Whether the stream has passed device-side wait `index`.
+  bool Passed(uint64_t index);
+
+ private:
+  struct Pending {
+    uint64_t at;
+    absl::AnyInvocable<void(absl::Status)> done;
+  };
+  using Callbacks = std::vector<std::pair<absl::AnyInvocable<void(absl::Status)>,
+                                          absl::Status>>;
+
+  // Issues `op` (mu_ held). On error the op is handed back untouched.
+  absl::Status IssueLocked(Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status MarkLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Issues held work while there is room. Errors become sticky.
+  void PumpLocked(Callbacks* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StickLocked(const absl::Status& status, Callbacks* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool IdleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return held_.empty() && completed_ == issued_;
+  }
+  void MaybeDestroyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs callbacks on the dispatcher (at once when already there).
+  void Deliver(Callbacks callbacks);
+
+  CudaDevice* const device_;
+  const CUstream stream_;
+  const uint64_t epoch_;
+  absl::AnyInvocable<void(const absl::Status&)> on_error_;
+
+  absl::Mutex mu_;
+  std::deque<Op> held_ ABSL_GUARDED_BY(mu_);
+  std::deque<Pending> pending_ ABSL_GUARDED_BY(mu_);
+  uint64_t issued_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t completed_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t marked_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time last_issue_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_query_ ABSL_GUARDED_BY(mu_);
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool retired_ ABSL_GUARDED_BY(mu_) = false;
+  bool destroyed_ ABSL_GUARDED_BY(mu_) = false;
+  bool has_progress_ ABSL_GUARDED_BY(mu_) = false;
+  CudaSlotAllocator::Slot progress_ ABSL_GUARDED_BY(mu_);
+  // progress_.host, readable without mu_ (the releaser holds a flag's lock
+  // while it asks). Kept until the core goes, as waits refer to it.
+  std::atomic<uint64_t*> progress_host_{nullptr};
+  uint64_t wait_index_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// The Queue the session layer holds. Destroying it retires the core: the
+// stream goes once its work is done.
+class CudaQueue : public Queue {
+ public:
+  explicit CudaQueue(std::shared_ptr<CudaQueueCore> core)
+      : core_(std::move(core)) {}
+  ~CudaQueue() override { core_->Retire(); }
+
+  absl::Status Launch(const Kernel& kernel, const LaunchConfig& config,
+                      std::vector<KernelArg> args) override;
+  absl::Status Write(std::shared_ptr<Buffer> dst, uint64_t offset,
+                     std::string data) override;
+  absl::Status Read(std::shared_ptr<Buffer> src, uint64_t offset,
+                    uint64_t size, ReadDone done) override;
+  absl::Status Copy(std::shared_ptr<Buffer> src, uint64_t src_offset,
+                    std::shared_ptr<Buffer> dst, uint64_t dst_offset,
+                    uint64_t size) override;
+  absl::Status Fill(std::shared_ptr<Buffer> dst, uint64_t offset,
+                    uint64_t size, uint32_t value) override;
+  absl::Status RecordEvent(std::shared_ptr<Event> event) override;
+  absl::Status WaitEvent(std::shared_ptr<Event> event) override;
+  absl::Status WaitQueue(Queue& other) override;
+  absl::Status WaitFlag(std::shared_ptr<Flag> flag, uint64_t value,
+                        WaitCondition condition) override;
+  absl::Status WriteFlag(std::shared_ptr<Flag> flag, uint64_t value) override;
+  absl::Status HostFunc(absl::AnyInvocable<void()> fn) override;
+  void OnIdle(Done done) override { core_->OnIdle(std::move(done)); }
+  void Cancel(const absl::Status& reason) override { core_->Cancel(reason); }
+  bool IsIdle() override { return core_->IsIdle(); }
+  absl::Status error() override { return core_->error(); }
+
+ private:
+  absl::Status Record(std::shared_ptr<CudaEventPoint> point);
+  absl::Status WaitPoint(std::shared_ptr<CudaEventPoint> point);
+
+  const std::shared_ptr<CudaQueueCore> core_;
+};
+
+}  // namespace gpustream::backend
+
+#endif  // GPUSTREAM_SERVER_BACKEND_CUDA_CUDA_QUEUE_H_

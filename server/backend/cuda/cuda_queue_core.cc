@@ -1,0 +1,265 @@
+// CudaQueueCore: the budget, the held FIFO and completion through markers.
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "server/backend/cuda/cuda_device.h"
+#include "server/backend/cuda/cuda_queue.h"
+
+namespace gpustream::backend {
+namespace {
+
+// How often the dispatcher asks a busy stream for a fatal error (a faulted
+// context runs no host callbacks, so markers alone would never say).
+constexpr absl::Duration kErrorPollPeriod = absl::Milliseconds(5);
+// Work issued and not marked gets a marker after this long.
+constexpr absl::Duration kMarkDelay = absl::Microseconds(500);
+
+}  // namespace
+
+CudaQueueCore::~CudaQueueCore() {
+  absl::MutexLock lock(&mu_);
+  if (has_progress_) device_->slots().Put(progress_);
+  if (destroyed_) return;
+  // Nothing refers to the stream any more; CUDA releases a stream destroyed
+  // with work pending once that work is done.
+  device_->Release(epoch_, [device = device_, stream = stream_] {
+    device->Check(device->driver().cuStreamDestroy(stream), "cuStreamDestroy");
+  });
+}
+
+absl::Status CudaQueueCore::Submit(Op op) {
+  Callbacks callbacks;
+  absl::Status status;
+  bool held = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!error_.ok()) {
+      // Skipped, as everything after a sticky error; callbacks see it.
+      if (op.done) callbacks.emplace_back(std::move(op.done), error_);
+    } else if (held_.empty() && issued_ - completed_ < kBudget &&
+               (!op.ready || op.ready())) {
+      status = IssueLocked(op);
+    } else {
+      held_.push_back(std::move(op));
+      held = true;
+    }
+  }
+  if (held) {
+    device_->Track(shared_from_this());
+    device_->dispatcher().Wake();
+  }
+  Deliver(std::move(callbacks));
+  return status;
+}
+
+absl::Status CudaQueueCore::IssueLocked(Op& op) {
+  if (absl::Status s = op.issue(*this); !s.ok()) return s;
+  ++issued_;
+  last_issue_ = absl::Now();
+  if (op.done) pending_.push_back({issued_, std::move(op.done)});
+  if (op.prompt || issued_ - marked_ >= kMarkerEvery) {
+    if (absl::Status s = MarkLocked(); !s.ok()) return s;
+  } else if (issued_ - marked_ == 1) {
+    device_->Track(shared_from_this());  // The tick marks it soon.
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaQueueCore::MarkLocked() {
+  if (marked_ == issued_) return absl::OkStatus();
+  void* token = device_->NewMarker(weak_from_this(), issued_);
+  absl::Status s = device_->Check(
+      device_->driver().cuLaunchHostFunc(stream_, &CudaDevice::OnMarker, token),
+      "cuLaunchHostFunc");
+  if (!s.ok()) {
+    device_->DropMarker(token);
+    return s;
+  }
+  marked_ = issued_;
+  return absl::OkStatus();
+}
+
+void CudaQueueCore::PumpLocked(Callbacks* out) {
+  while (error_.ok() && !held_.empty() && issued_ - completed_ < kBudget) {
+    Op& op = held_.front();
+    if (op.ready && !op.ready()) break;
+    if (absl::Status s = IssueLocked(op); !s.ok()) {
+      StickLocked(s, out);
+      break;
+    }
+    held_.pop_front();
+  }
+  if (marked_ != issued_ && !held_.empty()) {
+    // Held work waits for room: make sure progress comes back.
+    if (absl::Status s = MarkLocked(); !s.ok()) StickLocked(s, out);
+  }
+}
+
+void CudaQueueCore::StickLocked(const absl::Status& status, Callbacks* out) {
+  const bool first = error_.ok();
+  if (first) error_ = status;
+  for (Op& op : held_) {
+    if (op.done) out->emplace_back(std::move(op.done), error_);
+  }
+  held_.clear();
+  if (first && on_error_ && !cancelled_) {
+    out->emplace_back(
+        [self = shared_from_this()](absl::Status s) { self->on_error_(s); },
+        status);
+  }
+}
+
+void CudaQueueCore::OnIdle(absl::AnyInvocable<void(absl::Status)> done) {
+  bool idle;
+  {
+    absl::MutexLock lock(&mu_);
+    idle = IdleLocked();
+  }
+  if (idle) {
+    done(error());
+    return;
+  }
+  // A no-op behind everything enqueued so far, marked at once.
+  auto shared = std::make_shared<absl::AnyInvocable<void(absl::Status)>>(
+      std::move(done));
+  Op op;
+  op.issue = [](CudaQueueCore&) { return absl::OkStatus(); };
+  op.done = [self = shared_from_this(), shared](absl::Status s) {
+    // Work that completed before a sticky error still reports it.
+    (*shared)(s.ok() ? self->error() : s);
+  };
+  op.prompt = true;
+  if (absl::Status s = Submit(std::move(op)); !s.ok()) (*shared)(s);
+}
+
+void CudaQueueCore::Cancel(const absl::Status& reason) {
+  Callbacks callbacks;
+  {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    StickLocked(reason, &callbacks);
+  }
+  Deliver(std::move(callbacks));
+}
+
+void CudaQueueCore::Fail(const absl::Status& status) {
+  Callbacks callbacks;
+  {
+    absl::MutexLock lock(&mu_);
+    StickLocked(status, &callbacks);
+    // No marker will come back from a failed context.
+    for (Pending& p : pending_) callbacks.emplace_back(std::move(p.done), status);
+    pending_.clear();
+    completed_ = issued_;
+    marked_ = issued_;
+    MaybeDestroyLocked();
+  }
+  Deliver(std::move(callbacks));
+}
+
+bool CudaQueueCore::IsIdle() {
+  absl::MutexLock lock(&mu_);
+  if (IdleLocked()) return true;
+  if (!held_.empty() || device_->failed() || !device_->MakeCurrent().ok()) {
+    return device_->failed();
+  }
+  // Markers lag; the stream itself knows.
+  return device_->driver().cuStreamQuery(stream_) == CUDA_SUCCESS;
+}
+
+absl::Status CudaQueueCore::error() {
+  absl::MutexLock lock(&mu_);
+  return error_;
+}
+
+void CudaQueueCore::Retire() {
+  absl::MutexLock lock(&mu_);
+  retired_ = true;
+  MaybeDestroyLocked();
+}
+
+void CudaQueueCore::MaybeDestroyLocked() {
+  if (destroyed_ || !retired_ || !IdleLocked()) return;
+  destroyed_ = true;
+  device_->Release(epoch_, [device = device_, stream = stream_] {
+    device->Check(device->driver().cuStreamDestroy(stream), "cuStreamDestroy");
+  });
+}
+
+void CudaQueueCore::Completed(uint64_t count) {
+  Callbacks callbacks;
+  {
+    absl::MutexLock lock(&mu_);
+    if (count <= completed_) return;
+    completed_ = count;
+    const absl::Status status = cancelled_ ? error_ : absl::OkStatus();
+    while (!pending_.empty() && pending_.front().at <= completed_) {
+      callbacks.emplace_back(std::move(pending_.front().done), status);
+      pending_.pop_front();
+    }
+    PumpLocked(&callbacks);
+    MaybeDestroyLocked();
+  }
+  Deliver(std::move(callbacks));
+}
+
+bool CudaQueueCore::Tick() {
+  Callbacks callbacks;
+  bool busy;
+  {
+    absl::MutexLock lock(&mu_);
+    PumpLocked(&callbacks);
+    const absl::Time now = absl::Now();
+    if (marked_ != issued_ && now - last_issue_ >= kMarkDelay) {
+      if (absl::Status s = MarkLocked(); !s.ok()) StickLocked(s, &callbacks);
+    }
+    if (completed_ != issued_ && now - last_query_ >= kErrorPollPeriod) {
+      last_query_ = now;
+      CUresult r = device_->driver().cuStreamQuery(stream_);
+      if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) {
+        // Check() fails the device for a fatal code, which fails this
+        // queue too (after we let go of mu_).
+        absl::Status s = device_->Check(r, "cuStreamQuery");
+        if (!IsFatal(r)) StickLocked(s, &callbacks);
+      }
+    }
+    MaybeDestroyLocked();
+    busy = !IdleLocked() && !destroyed_;
+  }
+  Deliver(std::move(callbacks));
+  return busy;
+}
+
+absl::StatusOr<CudaSlotAllocator::Slot> CudaQueueCore::ProgressSlot() {
+  if (!has_progress_) {
+    auto slot = device_->slots().Get();
+    if (!slot.ok()) return slot.status();
+    progress_ = *slot;
+    has_progress_ = true;
+    progress_host_.store(progress_.host, std::memory_order_release);
+  }
+  return progress_;
+}
+
+bool CudaQueueCore::Passed(uint64_t index) {
+  uint64_t* progress = progress_host_.load(std::memory_order_acquire);
+  if (progress == nullptr || device_->failed() || device_->epoch() != epoch_) {
+    return true;
+  }
+  return std::atomic_ref<uint64_t>(*progress).load(std::memory_order_acquire) >=
+         index;
+}
+
+void CudaQueueCore::Deliver(Callbacks callbacks) {
+  if (callbacks.empty()) return;
+  if (device_->dispatcher().InDispatcher()) {
+    for (auto& [fn, status] : callbacks) fn(status);
+    return;
+  }
+  device_->dispatcher().Post([callbacks = std::move(callbacks)]() mutable {
+    for (auto& [fn, status] : callbacks) fn(status);
+  });
+}
+
+}  // namespace gpustream::backend

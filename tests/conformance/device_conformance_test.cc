@@ -1,0 +1,511 @@
+// The conformance suite of the neutral backend interface: every backend
+// present runs the same tests (cpu; cuda on the fake driver; cuda on a real
+// driver where one exists), as StreamExecutor runs one stream suite on CUDA
+// and ROCm. Parameterized by backend; a backend that is absent is skipped
+// with the reason.
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "server/backend/backend_factory.h"
+#include "server/backend/device.h"
+#include "tests/conformance/backend_under_test.h"
+
+namespace gpustream::backend {
+namespace {
+
+constexpr absl::Duration kLong = absl::Seconds(20);
+
+class DeviceConformanceTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    auto device = conformance::OpenBackend(GetParam());
+    if (!device.ok()) GTEST_SKIP() << device.status();
+    device_ = *std::move(device);
+    device_->SetFatalErrorHandler([this](const absl::Status& s) {
+      fatal_status_ = s;
+      fatal_.Notify();
+    });
+    modules_ = device_->BuiltinModules();
+    ASSERT_FALSE(modules_.empty());
+    for (auto& m : modules_) {
+      if (m->info().name == "samples") samples_ = m.get();
+    }
+    ASSERT_NE(samples_, nullptr);
+  }
+
+  bool IsCpu() const { return GetParam() == "cpu"; }
+
+  const Kernel& K(const char* name) { return **samples_->FindKernel(name); }
+
+  std::shared_ptr<Queue> NewQueue() {
+    return *device_->CreateQueue(QueueOptions{});
+  }
+  std::shared_ptr<Buffer> Alloc(uint64_t size) {
+    return *device_->Allocate(size, MemoryKind::kDevice);
+  }
+
+  // Waits for the queue to be idle; the sticky status.
+  absl::Status Sync(Queue& q, absl::Duration limit = kLong) {
+    auto n = std::make_shared<absl::Notification>();
+    auto status = std::make_shared<absl::Status>();
+    q.OnIdle([n, status](absl::Status s) {
+      *status = s;
+      n->Notify();
+    });
+    if (!n->WaitForNotificationWithTimeout(limit)) {
+      return absl::DeadlineExceededError("queue did not drain");
+    }
+    return *status;
+  }
+
+  // Reads `size` bytes (the error text if the read fails).
+  std::string ReadBack(Queue& q, std::shared_ptr<Buffer> b, uint64_t offset,
+                       uint64_t size) {
+    auto n = std::make_shared<absl::Notification>();
+    auto out = std::make_shared<std::string>();
+    absl::Status s =
+        q.Read(b, offset, size, [n, out](absl::StatusOr<std::string> data) {
+          *out = data.ok() ? *data : "error:" + data.status().ToString();
+          n->Notify();
+        });
+    if (!s.ok()) return "error:" + s.ToString();
+    if (!n->WaitForNotificationWithTimeout(kLong)) return "error:timeout";
+    return *out;
+  }
+
+  uint64_t ReadU64(Queue& q, std::shared_ptr<Buffer> b) {
+    std::string bytes = ReadBack(q, b, 0, 8);
+    EXPECT_EQ(bytes.size(), 8u) << bytes;
+    uint64_t v = 0;
+    if (bytes.size() == 8) std::memcpy(&v, bytes.data(), 8);
+    return v;
+  }
+
+  // Polls until `q` is idle or `limit` passes.
+  static bool EventuallyIdle(Queue& q, absl::Duration limit) {
+    const absl::Time deadline = absl::Now() + limit;
+    while (absl::Now() < deadline) {
+      if (q.IsIdle()) return true;
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    return q.IsIdle();
+  }
+
+  std::unique_ptr<Device> device_;
+  std::vector<std::unique_ptr<Module>> modules_;
+  Module* samples_ = nullptr;
+  absl::Notification fatal_;
+  absl::Status fatal_status_;
+};
+
+TEST_P(DeviceConformanceTest, SamplesModuleListsApiKernelsWithLayouts) {
+  std::vector<std::string> names;
+  for (const auto& k : samples_->info().kernels) names.push_back(k.name);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"add_u64", "fill_u32", "noop",
+                                      "saxpy_f32", "spin_ns",
+                                      "vector_add_f32"}));
+  const KernelSignature& saxpy = K("saxpy_f32").signature();
+  EXPECT_EQ(saxpy.params,
+            (std::vector<ParamKind>{ParamKind::kF32, ParamKind::kBuffer,
+                                    ParamKind::kBuffer, ParamKind::kU64}));
+  ASSERT_EQ(saxpy.layout.size(), 4u);
+  EXPECT_EQ(saxpy.layout[0].size, 4u);
+  EXPECT_EQ(saxpy.layout[1].size, 8u);
+  EXPECT_EQ(saxpy.layout[3].size, 8u);
+  if (!IsCpu()) {  // A GPU backend knows the offsets: natural alignment.
+    EXPECT_EQ(saxpy.layout[1].offset, 8u);
+    EXPECT_EQ(saxpy.layout[3].offset, 24u);
+  }
+  EXPECT_GT(saxpy.limits.max_threads_per_block, 0u);
+  EXPECT_EQ(samples_->FindKernel("nope").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_P(DeviceConformanceTest, FillThenVectorAddReadsBackSums) {
+  auto q = NewQueue();
+  auto a = Alloc(64), b = Alloc(64), c = Alloc(64);
+  ASSERT_TRUE(q->Launch(K("fill_u32"), {{4}, {4}},
+                        {BufferArg{a}, 0x3f800000u, uint64_t{16}})
+                  .ok());
+  ASSERT_TRUE(q->Launch(K("fill_u32"), {{4}, {4}},
+                        {BufferArg{b}, 0x40000000u, uint64_t{16}})
+                  .ok());
+  ASSERT_TRUE(q->Launch(K("vector_add_f32"), {{1}, {16}},
+                        {BufferArg{a}, BufferArg{b}, BufferArg{c}, uint64_t{16}})
+                  .ok());
+  std::string bytes = ReadBack(*q, c, 0, 64);
+  ASSERT_EQ(bytes.size(), 64u) << bytes;
+  for (int i = 0; i < 16; ++i) {
+    float f;
+    std::memcpy(&f, bytes.data() + 4 * i, 4);
+    EXPECT_EQ(f, 3.0f) << i;
+  }
+}
+
+TEST_P(DeviceConformanceTest, WriteCopyFillSaxpyReadBack) {
+  auto q = NewQueue();
+  auto x = Alloc(16), y = *device_->Allocate(16, MemoryKind::kHostPinned);
+  std::vector<float> xs = {1, 2, 3, 4};
+  ASSERT_TRUE(q->Write(x, 0, std::string(reinterpret_cast<char*>(xs.data()), 16))
+                  .ok());
+  ASSERT_TRUE(q->Copy(x, 0, y, 0, 16).ok());
+  ASSERT_TRUE(q->Launch(K("saxpy_f32"), {{1}, {4}},
+                        {2.0f, BufferArg{x}, BufferArg{y}, uint64_t{4}})
+                  .ok());
+  ASSERT_TRUE(q->Fill(x, 8, 8, 0xdeadbeefu).ok());
+  std::string ys = ReadBack(*q, y, 0, 16);
+  ASSERT_EQ(ys.size(), 16u) << ys;
+  for (int i = 0; i < 4; ++i) {
+    float f;
+    std::memcpy(&f, ys.data() + 4 * i, 4);
+    EXPECT_EQ(f, 3.0f * xs[i]) << i;
+  }
+  std::string xb = ReadBack(*q, x, 0, 16);
+  uint32_t words[4];
+  std::memcpy(words, xb.data(), 16);
+  EXPECT_EQ(words[1], 0x40000000u);  // 2.0f, untouched by the fill.
+  EXPECT_EQ(words[2], 0xdeadbeefu);
+  EXPECT_EQ(words[3], 0xdeadbeefu);
+}
+
+TEST_P(DeviceConformanceTest, FlagGatesLaterWork) {
+  auto q = NewQueue();
+  auto flag = *device_->CreateFlag();
+  auto counter = Alloc(8);
+  ASSERT_TRUE(q->WaitFlag(flag, 5, WaitCondition::kGreaterEqual).ok());
+  ASSERT_TRUE(
+      q->Launch(K("add_u64"), {{1}, {1}}, {BufferArg{counter}, uint64_t{7}})
+          .ok());
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_FALSE(q->IsIdle());
+  flag->Store(4);  // Not enough.
+  absl::SleepFor(absl::Milliseconds(30));
+  EXPECT_FALSE(q->IsIdle());
+  flag->Store(6);
+  EXPECT_EQ(ReadU64(*q, counter), 7u);
+}
+
+TEST_P(DeviceConformanceTest, GreaterEqualWrapsAroundAt2To63) {
+  auto q = NewQueue();
+  auto flag = *device_->CreateFlag();
+  auto counter = Alloc(8);
+  const uint64_t target = 10;
+  // (int64_t)(flag - target) < 0 for flag = target + 2^63: not satisfied,
+  // although flag > target as unsigned numbers.
+  flag->Store(target + (uint64_t{1} << 63));
+  ASSERT_TRUE(q->WaitFlag(flag, target, WaitCondition::kGreaterEqual).ok());
+  ASSERT_TRUE(
+      q->Launch(K("add_u64"), {{1}, {1}}, {BufferArg{counter}, uint64_t{1}})
+          .ok());
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_FALSE(q->IsIdle());
+  // target + 2^63 - 1 is "ahead" of target: satisfied.
+  flag->Store(target + (uint64_t{1} << 63) - 1);
+  EXPECT_EQ(ReadU64(*q, counter), 1u);
+  // A counter that wrapped past 2^64 still satisfies a wait for a value
+  // just below the wrap.
+  ASSERT_TRUE(
+      q->WaitFlag(flag, ~uint64_t{0} - 1, WaitCondition::kGreaterEqual).ok());
+  ASSERT_TRUE(
+      q->Launch(K("add_u64"), {{1}, {1}}, {BufferArg{counter}, uint64_t{1}})
+          .ok());
+  flag->Store(3);  // 3 - (2^64 - 2) wraps to 5: ahead.
+  EXPECT_EQ(ReadU64(*q, counter), 2u);
+}
+
+TEST_P(DeviceConformanceTest, HostWaitOnFlagWrittenByQueue) {
+  auto q = NewQueue();
+  auto flag = *device_->CreateFlag();
+  auto got = std::make_shared<absl::Notification>();
+  auto seen = std::make_shared<uint64_t>(0);
+  flag->AsyncWait(9, WaitCondition::kEqual,
+                  [got, seen](absl::StatusOr<uint64_t> v) {
+                    *seen = v.ok() ? *v : 0;
+                    got->Notify();
+                  });
+  ASSERT_TRUE(q->WriteFlag(flag, 9).ok());
+  ASSERT_TRUE(got->WaitForNotificationWithTimeout(kLong));
+  EXPECT_EQ(*seen, 9u);
+  EXPECT_EQ(flag->Load(), 9u);
+}
+
+TEST_P(DeviceConformanceTest, ReleaseCancelsHostWaitsAndUnblocksQueues) {
+  auto q = NewQueue();
+  auto flag = *device_->CreateFlag();
+  auto status = std::make_shared<absl::Status>();
+  flag->AsyncWait(1, WaitCondition::kEqual,
+                  [status](absl::StatusOr<uint64_t> v) { *status = v.status(); });
+  ASSERT_TRUE(q->WaitFlag(flag, 1, WaitCondition::kEqual).ok());
+  flag->Release(absl::CancelledError("released"));
+  EXPECT_EQ(status->code(), absl::StatusCode::kCancelled);
+  EXPECT_TRUE(Sync(*q).ok());
+}
+
+// Teardown's hard case: EQUAL waits on different values of one flag cannot
+// be released by one store. Both queues must drain within 2 s.
+TEST_P(DeviceConformanceTest, EqualWaitsOnDifferentValuesAllReleased) {
+  auto flag = *device_->CreateFlag();
+  std::vector<std::shared_ptr<Queue>> queues;
+  for (uint64_t value : {5, 7, 9}) {
+    queues.push_back(NewQueue());
+    ASSERT_TRUE(queues.back()->WaitFlag(flag, value, WaitCondition::kEqual).ok());
+    ASSERT_TRUE(queues.back()
+                    ->WaitFlag(flag, value + 100, WaitCondition::kEqual)
+                    .ok());
+  }
+  absl::SleepFor(absl::Milliseconds(20));
+  for (auto& q : queues) EXPECT_FALSE(q->IsIdle());
+  const absl::Time start = absl::Now();
+  const absl::Status reason = absl::CancelledError("session closed");
+  for (auto& q : queues) q->Cancel(reason);
+  flag->Release(reason);
+  for (auto& q : queues) {
+    EXPECT_EQ(Sync(*q, absl::Seconds(2)).code(), absl::StatusCode::kCancelled);
+  }
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+}
+
+TEST_P(DeviceConformanceTest, EventOrdersWorkAcrossQueues) {
+  auto producer = NewQueue(), consumer = NewQueue();
+  auto flag = *device_->CreateFlag();
+  auto event = *device_->CreateEvent(true);
+  auto buf = Alloc(4);
+  ASSERT_TRUE(producer->WaitFlag(flag, 1, WaitCondition::kEqual).ok());
+  ASSERT_TRUE(producer
+                  ->Launch(K("fill_u32"), {{1}, {1}},
+                           {BufferArg{buf}, 42u, uint64_t{1}})
+                  .ok());
+  ASSERT_TRUE(producer->RecordEvent(event).ok());
+  ASSERT_TRUE(consumer->WaitEvent(event).ok());
+  auto copy = Alloc(4);
+  ASSERT_TRUE(consumer->Copy(buf, 0, copy, 0, 4).ok());
+  absl::SleepFor(absl::Milliseconds(30));
+  EXPECT_FALSE(event->IsComplete());
+  EXPECT_FALSE(consumer->IsIdle());
+  flag->Store(1);
+  std::string bytes = ReadBack(*consumer, copy, 0, 4);
+  uint32_t v = 0;
+  std::memcpy(&v, bytes.data(), 4);
+  EXPECT_EQ(v, 42u);
+  EXPECT_TRUE(event->IsComplete());
+}
+
+// API.md: a wait binds to the record that was the latest when the wait was
+// enqueued; recording the event again (here on an idle queue) must not
+// release it early.
+TEST_P(DeviceConformanceTest, WaitEventBindsToTheRecordAtEnqueue) {
+  auto stalled = NewQueue(), waiter = NewQueue(), idle = NewQueue();
+  auto flag = *device_->CreateFlag();
+  auto event = *device_->CreateEvent(false);
+  auto counter = Alloc(8);
+  ASSERT_TRUE(stalled->WaitFlag(flag, 1, WaitCondition::kEqual).ok());
+  ASSERT_TRUE(stalled->RecordEvent(event).ok());
+  ASSERT_TRUE(waiter->WaitEvent(event).ok());
+  ASSERT_TRUE(waiter
+                  ->Launch(K("add_u64"), {{1}, {1}},
+                           {BufferArg{counter}, uint64_t{1}})
+                  .ok());
+  ASSERT_TRUE(idle->RecordEvent(event).ok());  // Re-record, completes at once.
+  ASSERT_TRUE(Sync(*idle).ok());
+  EXPECT_TRUE(event->IsComplete());  // The latest record has completed...
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_FALSE(waiter->IsIdle());  // ...but the wait is bound to the first.
+  flag->Store(1);
+  EXPECT_EQ(ReadU64(*waiter, counter), 1u);
+}
+
+TEST_P(DeviceConformanceTest, WaitQueueOrdersAfterOtherQueuesWork) {
+  auto first = NewQueue(), second = NewQueue();
+  auto flag = *device_->CreateFlag();
+  auto buf = Alloc(4);
+  ASSERT_TRUE(first->WaitFlag(flag, 1, WaitCondition::kEqual).ok());
+  ASSERT_TRUE(
+      first->Launch(K("fill_u32"), {{1}, {1}}, {BufferArg{buf}, 11u, uint64_t{1}})
+          .ok());
+  ASSERT_TRUE(second->WaitQueue(*first).ok());
+  ASSERT_TRUE(second
+                  ->Launch(K("fill_u32"), {{1}, {1}},
+                           {BufferArg{buf}, 22u, uint64_t{1}})
+                  .ok());
+  absl::SleepFor(absl::Milliseconds(30));
+  EXPECT_FALSE(second->IsIdle());
+  flag->Store(1);
+  std::string bytes = ReadBack(*second, buf, 0, 4);
+  uint32_t v = 0;
+  std::memcpy(&v, bytes.data(), 4);
+  EXPECT_EQ(v, 22u);  // Second's fill ran after first's.
+}
+
+TEST_P(DeviceConformanceTest, HostFuncsRunInQueueOrder) {
+  auto q = NewQueue();
+  auto order = std::make_shared<std::vector<int>>();
+  auto mu = std::make_shared<absl::Mutex>();
+  auto counter = Alloc(8);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(
+        q->Launch(K("add_u64"), {{1}, {1}}, {BufferArg{counter}, uint64_t{1}})
+            .ok());
+    ASSERT_TRUE(q->HostFunc([order, mu, i] {
+                   absl::MutexLock lock(mu.get());
+                   order->push_back(i);
+                 }).ok());
+  }
+  ASSERT_TRUE(Sync(*q).ok());
+  absl::MutexLock lock(mu.get());
+  EXPECT_EQ(*order, (std::vector<int>{0, 1, 2, 3, 4}));
+}
+
+TEST_P(DeviceConformanceTest, ElapsedTimeCoversSpin) {
+  auto q = NewQueue();
+  auto start = *device_->CreateEvent(true), end = *device_->CreateEvent(true);
+  ASSERT_TRUE(q->RecordEvent(start).ok());
+  ASSERT_TRUE(
+      q->Launch(K("spin_ns"), {{1}, {1}}, {uint64_t{20'000'000}}).ok());
+  ASSERT_TRUE(q->RecordEvent(end).ok());
+  ASSERT_TRUE(Sync(*q).ok());
+  auto ms = end->ElapsedMillisSince(*start);
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  EXPECT_GE(*ms, 19.0f);
+  auto untimed = *device_->CreateEvent(false);
+  ASSERT_TRUE(q->RecordEvent(untimed).ok());
+  ASSERT_TRUE(Sync(*q).ok());
+  EXPECT_EQ(untimed->ElapsedMillisSince(*start).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+// Many more operations than a GPU stream holds before its driver blocks the
+// caller: enqueueing never blocks, and all of them run, in order.
+TEST_P(DeviceConformanceTest, EnqueueBeyondTheDriversQueueNeverBlocks) {
+  auto q = NewQueue();
+  auto flag = *device_->CreateFlag();
+  auto counter = Alloc(8);
+  ASSERT_TRUE(q->WaitFlag(flag, 1, WaitCondition::kEqual).ok());
+  constexpr int kOps = 4000;
+  for (int i = 0; i < kOps; ++i) {
+    ASSERT_TRUE(
+        q->Launch(K("add_u64"), {{1}, {1}}, {BufferArg{counter}, uint64_t{1}})
+            .ok());
+  }
+  EXPECT_FALSE(q->IsIdle());
+  flag->Store(1);
+  EXPECT_EQ(ReadU64(*q, counter), uint64_t{kOps});
+}
+
+// A fault poisons a GPU context (the device fails: ABORTED through the
+// fatal-error handler, then Recover), and fails only its queue on the CPU
+// (INTERNAL). Either way later work, waits included, is skipped: a wait on
+// a flag nobody signals must not hang the queue.
+TEST_P(DeviceConformanceTest, FaultIsStickyAndSkipsLaterWorkAndWaits) {
+  auto q = NewQueue();
+  auto small = Alloc(8), counter = Alloc(8);
+  auto flag = *device_->CreateFlag();
+  // The fault comes after the wait below is enqueued: it is found
+  // asynchronously, as on a GPU.
+  ASSERT_TRUE(q->Launch(K("spin_ns"), {{1}, {1}}, {uint64_t{20'000'000}}).ok());
+  ASSERT_TRUE(q->Launch(K("fill_u32"), {{1}, {64}},
+                        {BufferArg{small}, 1u, uint64_t{64}})
+                  .ok());
+  // Enqueued behind the fault; may be refused at once once it is known.
+  (void)q->WaitFlag(flag, 123, WaitCondition::kEqual);
+  (void)q->Launch(K("add_u64"), {{1}, {1}}, {BufferArg{counter}, uint64_t{1}});
+  const absl::Status status = Sync(*q);
+  if (IsCpu()) {
+    EXPECT_EQ(status.code(), absl::StatusCode::kInternal) << status;
+    EXPECT_NE(status.message().find("fill_u32"), std::string::npos);
+    EXPECT_EQ(q->error().code(), absl::StatusCode::kInternal);
+    auto q2 = NewQueue();
+    EXPECT_EQ(ReadU64(*q2, counter), 0u);  // add_u64 was skipped.
+    return;
+  }
+  EXPECT_EQ(status.code(), absl::StatusCode::kAborted) << status;
+  ASSERT_TRUE(fatal_.WaitForNotificationWithTimeout(kLong));
+  EXPECT_EQ(fatal_status_.code(), absl::StatusCode::kAborted);
+  // Everything of the failed context goes, then the device recovers.
+  q.reset();
+  small.reset();
+  counter.reset();
+  flag.reset();
+  ASSERT_TRUE(device_->Recover().ok());
+  auto fresh = NewQueue();
+  auto buf = Alloc(8);
+  ASSERT_TRUE(
+      fresh->Launch(K("add_u64"), {{1}, {1}}, {BufferArg{buf}, uint64_t{5}})
+          .ok());
+  EXPECT_EQ(ReadU64(*fresh, buf), 5u);
+}
+
+TEST_P(DeviceConformanceTest, CancelDropsHeldWorkAndReportsTheReason) {
+  auto q = NewQueue();
+  auto flag = *device_->CreateFlag();
+  auto counter = Alloc(8);
+  ASSERT_TRUE(q->WaitFlag(flag, 1, WaitCondition::kEqual).ok());
+  for (int i = 0; i < 2000; ++i) {
+    ASSERT_TRUE(
+        q->Launch(K("add_u64"), {{1}, {1}}, {BufferArg{counter}, uint64_t{1}})
+            .ok());
+  }
+  auto read_status = std::make_shared<absl::Status>();
+  auto read_done = std::make_shared<absl::Notification>();
+  ASSERT_TRUE(q->Read(counter, 0, 8,
+                      [read_status, read_done](absl::StatusOr<std::string> d) {
+                        *read_status = d.status();
+                        read_done->Notify();
+                      })
+                  .ok());
+  const absl::Status reason = absl::CancelledError("closed");
+  q->Cancel(reason);
+  flag->Release(reason);
+  EXPECT_EQ(Sync(*q, absl::Seconds(2)).code(), absl::StatusCode::kCancelled);
+  ASSERT_TRUE(read_done->WaitForNotificationWithTimeout(kLong));
+  EXPECT_EQ(read_status->code(), absl::StatusCode::kCancelled);
+  auto other = NewQueue();
+  // Work held in the daemon never ran; on a GPU the part already handed to
+  // the stream may have.
+  EXPECT_LT(ReadU64(*other, counter), 2000u);
+}
+
+TEST_P(DeviceConformanceTest, MemoryLimitAndReclaim) {
+  device_->FlushCleanup();
+  const uint64_t free_before = device_->memory().free_bytes;
+  ASSERT_GT(free_before, uint64_t{1} << 20);
+  EXPECT_EQ(device_->Allocate(free_before + 1, MemoryKind::kDevice)
+                .status()
+                .code(),
+            absl::StatusCode::kResourceExhausted);
+  {
+    auto big = Alloc(1 << 20);
+    EXPECT_LE(device_->memory().free_bytes, free_before - (1 << 20));
+  }
+  device_->FlushCleanup();
+  EXPECT_EQ(device_->memory().free_bytes, free_before);
+}
+
+TEST_P(DeviceConformanceTest, QueueDroppedFromItsOwnCallback) {
+  std::shared_ptr<Queue> q = NewQueue();
+  ASSERT_TRUE(q->Launch(K("spin_ns"), {{1}, {1}}, {uint64_t{5'000'000}}).ok());
+  auto done = std::make_shared<absl::Notification>();
+  q->OnIdle([q, done](absl::Status) mutable {
+    q.reset();  // The last reference: released on the cleanup thread.
+    done->Notify();
+  });
+  q.reset();
+  EXPECT_TRUE(done->WaitForNotificationWithTimeout(kLong));
+  device_->FlushCleanup();
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, DeviceConformanceTest,
+                         ::testing::ValuesIn(conformance::BackendsUnderTest()),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace gpustream::backend

@@ -1,0 +1,114 @@
+// Driver state of the fake CUDA driver: configuration, initialization, and
+// the primary contexts with their sticky error.
+#ifndef TESTS_FAKE_CUDA_FAKE_CONTEXT_H_
+#define TESTS_FAKE_CUDA_FAKE_CONTEXT_H_
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace fakecuda {
+
+class Stream;
+
+// Settings that the first successful cuInit reads from the environment.
+struct Config {
+  int devices = 1;                            // FAKECUDA_DEVICES
+  uint64_t memory_bytes = uint64_t{1} << 30;  // FAKECUDA_MEMORY_BYTES
+  bool wait_value = true;  // false if FAKECUDA_NO_WAIT_VALUE=1
+};
+
+// The configuration, or nullptr before cuInit succeeded. Thread-safe; the
+// object never changes once published.
+const Config* GetConfig();
+
+// Prologue of the entry points (all but cuGetProcAddress, cuDriverGetVersion
+// and cuGetError*): CUDA_ERROR_NOT_PERMITTED on a stream worker running a
+// host function (real CUDA forbids API calls there; this one would
+// deadlock), CUDA_ERROR_NOT_INITIALIZED before cuInit, else CUDA_SUCCESS.
+CUresult CheckInit();
+
+// CheckInit, then CUDA_ERROR_INVALID_DEVICE unless `dev` is an ordinal.
+CUresult CheckDevice(CUdevice dev);
+
+// Marks the calling thread as running a host function (cuLaunchHostFunc).
+void SetInHostFunction(bool in_host_function);
+
+// A device's primary context. Objects of the context (streams, events,
+// memory, modules) hold a shared_ptr to it, so it outlives every use; once
+// Destroy()ed (cuDevicePrimaryCtxReset, or the last release) it owns
+// nothing and every entry point rejects it. Thread-safe.
+class Context {
+ public:
+  Context(int device, uintptr_t handle) : device_(device), handle_(handle) {}
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  int device() const { return device_; }
+  CUcontext handle() const { return reinterpret_cast<CUcontext>(handle_); }
+  // For Registry: a context owns itself.
+  const Context* owner() const { return this; }
+
+  // CUDA_SUCCESS, or the first fault of device work in this context (sticky
+  // until the context is destroyed).
+  CUresult sticky() const { return sticky_.load(std::memory_order_acquire); }
+  bool destroyed() const { return destroyed_.load(std::memory_order_acquire); }
+
+  // Records `error` as the sticky error unless one is recorded, and wakes
+  // every stream of the context so that it drops its pending work. Called
+  // by stream workers; takes the context's and streams' mutexes.
+  void Fault(CUresult error);
+
+  // Adds a stream (started by the caller) to the context; returns
+  // CUDA_ERROR_CONTEXT_IS_DESTROYED, adding nothing, after Destroy().
+  CUresult AddStream(std::shared_ptr<Stream> stream);
+  // The streams of the context, including destroyed ones still draining.
+  std::vector<std::shared_ptr<Stream>> Streams() const;
+  // Joins and forgets destroyed streams whose worker has exited.
+  void ReapStreams();
+
+  // Destroys everything of the context: stops and joins its streams (their
+  // pending work is dropped), unregisters its streams, events, modules and
+  // functions, frees its memory, and marks it destroyed. Idempotent. Must
+  // not be called on a stream worker.
+  void Destroy();
+
+ private:
+  const int device_;
+  const uintptr_t handle_;
+  std::atomic<CUresult> sticky_{CUDA_SUCCESS};
+  std::atomic<bool> destroyed_{false};
+  mutable std::mutex mu_;
+  std::vector<std::shared_ptr<Stream>> streams_;  // guarded by mu_
+};
+
+// What an entry point does with a sticky error of the context it uses.
+enum class Sticky {
+  kFail,    // returns it (launches, copies, allocation, queries, ...)
+  kIgnore,  // goes on (destroy and free calls)
+};
+
+// Resolves the calling thread's current context for an entry point: after
+// CheckInit, CUDA_ERROR_INVALID_CONTEXT if the thread has none (it must call
+// cuCtxSetCurrent), CUDA_ERROR_CONTEXT_IS_DESTROYED if it was destroyed,
+// and with Sticky::kFail the context's sticky error.
+CUresult CurrentContext(Sticky sticky, std::shared_ptr<Context>* ctx);
+
+// Checks the sticky error and destruction of an object's context:
+// CUDA_ERROR_CONTEXT_IS_DESTROYED, the sticky error, or CUDA_SUCCESS.
+CUresult CheckUsable(const Context& ctx);
+
+// Unregister and free the objects of a context being destroyed; each
+// lives in the file of its kind. Streams are stopped and joined already.
+void ReleaseStreams(const Context* ctx);  // fake_stream.cc
+void ReleaseEvents(const Context* ctx);   // fake_event.cc
+void ReleaseMemory(Context* ctx);         // fake_memory.cc
+void ReleaseModules(const Context* ctx);  // fake_module.cc
+
+}  // namespace fakecuda
+
+#endif  // TESTS_FAKE_CUDA_FAKE_CONTEXT_H_

@@ -1,0 +1,157 @@
+// The CPU twins of the `samples` kernels. As in samples.cu, element
+// i = blockIdx.x * blockDim.x + threadIdx.x, threads with i >= n do
+// nothing, so a launch touches min(n, grid.x * block.x) elements. Every
+// range is checked against the context's live allocations (its device
+// memory and pinned memory) before it is touched.
+#include "tests/fake_cuda/fake_kernels.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <memory>
+
+#include "tests/fake_cuda/fake_memory.h"
+#include "tests/fake_cuda/fake_progress.h"
+#include "tests/fake_cuda/fake_stream.h"
+
+namespace fakecuda {
+namespace {
+
+template <class T>
+T Arg(const unsigned char* args, size_t offset) {
+  T value;
+  std::memcpy(&value, args + offset, sizeof(value));
+  return value;
+}
+
+// An access to `count` elements of T at `addr`: CUDA_SUCCESS with the
+// allocation held in *hold, or the fault.
+template <class T>
+CUresult Elements(Stream& stream, uint64_t addr, uint64_t count,
+                  std::shared_ptr<Allocation>* hold) {
+  if (count > SIZE_MAX / sizeof(T)) return CUDA_ERROR_ILLEGAL_ADDRESS;
+  return DeviceAccess(stream.ctx(), addr, count * sizeof(T), alignof(T),
+                      Access::kContext, hold);
+}
+
+// fill_u32(uint32_t* out, uint32_t value, uint64_t n): out[i] = value.
+CUresult FillU32(Stream& stream, const unsigned char* args, uint64_t threads) {
+  const auto out = Arg<uint64_t>(args, 0);
+  const auto value = Arg<uint32_t>(args, 8);
+  const uint64_t n = std::min(Arg<uint64_t>(args, 16), threads);
+  std::shared_ptr<Allocation> hold;
+  if (CUresult r = Elements<uint32_t>(stream, out, n, &hold);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  auto* p = reinterpret_cast<uint32_t*>(out);
+  std::fill(p, p + n, value);
+  return CUDA_SUCCESS;
+}
+
+// vector_add_f32(const float* a, const float* b, float* c, uint64_t n):
+// c[i] = a[i] + b[i].
+CUresult VectorAddF32(Stream& stream, const unsigned char* args,
+                      uint64_t threads) {
+  const auto a = Arg<uint64_t>(args, 0);
+  const auto b = Arg<uint64_t>(args, 8);
+  const auto c = Arg<uint64_t>(args, 16);
+  const uint64_t n = std::min(Arg<uint64_t>(args, 24), threads);
+  std::shared_ptr<Allocation> holds[3];
+  const uint64_t ptrs[3] = {a, b, c};
+  for (int k = 0; k < 3; ++k) {
+    if (CUresult r = Elements<float>(stream, ptrs[k], n, &holds[k]);
+        r != CUDA_SUCCESS) {
+      return r;
+    }
+  }
+  const auto* pa = reinterpret_cast<const float*>(a);
+  const auto* pb = reinterpret_cast<const float*>(b);
+  auto* pc = reinterpret_cast<float*>(c);
+  for (uint64_t i = 0; i < n; ++i) pc[i] = pa[i] + pb[i];
+  return CUDA_SUCCESS;
+}
+
+// saxpy_f32(float alpha, const float* x, float* y, uint64_t n):
+// y[i] = alpha * x[i] + y[i].
+CUresult SaxpyF32(Stream& stream, const unsigned char* args, uint64_t threads) {
+  const auto alpha = Arg<float>(args, 0);
+  const auto x = Arg<uint64_t>(args, 8);
+  const auto y = Arg<uint64_t>(args, 16);
+  const uint64_t n = std::min(Arg<uint64_t>(args, 24), threads);
+  std::shared_ptr<Allocation> x_hold;
+  std::shared_ptr<Allocation> y_hold;
+  if (CUresult r = Elements<float>(stream, x, n, &x_hold); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (CUresult r = Elements<float>(stream, y, n, &y_hold); r != CUDA_SUCCESS) {
+    return r;
+  }
+  const auto* px = reinterpret_cast<const float*>(x);
+  auto* py = reinterpret_cast<float*>(y);
+  for (uint64_t i = 0; i < n; ++i) py[i] = alpha * px[i] + py[i];
+  return CUDA_SUCCESS;
+}
+
+// add_u64(unsigned long long* counter, uint64_t value): element 0 adds
+// value to counter[0], atomically (launches on other streams may race).
+CUresult AddU64(Stream& stream, const unsigned char* args, uint64_t threads) {
+  const auto counter = Arg<uint64_t>(args, 0);
+  const auto value = Arg<uint64_t>(args, 8);
+  if (threads == 0) return CUDA_SUCCESS;
+  std::shared_ptr<Allocation> hold;
+  if (CUresult r = Elements<uint64_t>(stream, counter, 1, &hold);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(counter))
+      .fetch_add(value, std::memory_order_acq_rel);
+  return CUDA_SUCCESS;
+}
+
+// spin_ns(uint64_t nanoseconds): the kernel runs that long. The twin
+// sleeps (waking early if the stream is stopped or the context faults)
+// instead of burning a core.
+CUresult SpinNs(Stream& stream, const unsigned char* args, uint64_t threads) {
+  const uint64_t ns = std::min(Arg<uint64_t>(args, 0), uint64_t{1} << 62);
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::nanoseconds(static_cast<int64_t>(ns));
+  Progress::WaitUntil([&] { return stream.Interrupted(); }, deadline);
+  return CUDA_SUCCESS;
+}
+
+// noop(): nothing.
+CUresult Noop(Stream&, const unsigned char*, uint64_t) { return CUDA_SUCCESS; }
+
+constexpr Twin kTwins[] = {
+    {"fill_u32", 3, {{0, 8}, {8, 4}, {16, 8}}, 1024, &FillU32},
+    {"vector_add_f32",
+     4,
+     {{0, 8}, {8, 8}, {16, 8}, {24, 8}},
+     1024,
+     &VectorAddF32},
+    {"saxpy_f32", 4, {{0, 4}, {8, 8}, {16, 8}, {24, 8}}, 1024, &SaxpyF32},
+    {"add_u64", 2, {{0, 8}, {8, 8}}, 1024, &AddU64},
+    {"spin_ns", 1, {{0, 8}}, 64, &SpinNs},  // __launch_bounds__(64)
+    {"noop", 0, {}, 1024, &Noop},
+};
+
+}  // namespace
+
+std::span<const Twin> Twins() { return kTwins; }
+
+const Twin* FindTwin(std::string_view name) {
+  for (const Twin& twin : kTwins) {
+    if (name == twin.name) return &twin;
+  }
+  return nullptr;
+}
+
+size_t ArgsSize(const Twin& twin) {
+  if (twin.param_count == 0) return 0;
+  const KernelParam& last = twin.params[twin.param_count - 1];
+  return last.offset + last.size;
+}
+
+}  // namespace fakecuda

@@ -1,0 +1,382 @@
+// Memory of the fake CUDA driver: allocation, the table of live
+// allocations, and the asynchronous copies and memset, which run in stream
+// order and check their ranges both when enqueued (CUDA_ERROR_INVALID_VALUE,
+// as the driver validates pointers) and when run (a fault if the memory was
+// freed meanwhile).
+#include "tests/fake_cuda/fake_memory.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "tests/fake_cuda/fake_api.h"
+#include "tests/fake_cuda/fake_stream.h"
+
+namespace fakecuda {
+namespace {
+
+constexpr size_t kDeviceAlignment = 256;   // cuMemAlloc's guarantee
+constexpr size_t kPinnedAlignment = 4096;  // page-aligned, like CUDA's
+
+// All live allocations by base address, and device memory in use per
+// context. Never destroyed: stream workers may outlive static destructors.
+struct Table {
+  std::mutex mu;
+  std::map<uintptr_t, std::shared_ptr<Allocation>> by_base;
+  std::unordered_map<const Context*, uint64_t> device_bytes;
+};
+
+Table& table() {
+  static Table* t = new Table;
+  return *t;
+}
+
+// The allocation holding [addr, addr + len), or nullptr. Requires table().mu.
+std::shared_ptr<Allocation> FindLocked(Table& t, uintptr_t addr, size_t len) {
+  auto it = t.by_base.upper_bound(addr);
+  if (it == t.by_base.begin()) return nullptr;
+  --it;
+  const Allocation& a = *it->second;
+  const uintptr_t offset = addr - a.base;
+  if (offset >= a.size || len > a.size - offset) return nullptr;
+  return it->second;
+}
+
+bool MayAccess(const Context& ctx, const Allocation& a, Access access) {
+  return access == Access::kAny || a.pinned || a.owner == &ctx;
+}
+
+// Rounds `size` up to a multiple of `align`; false on overflow.
+bool RoundUp(size_t size, size_t align, size_t* rounded) {
+  if (size > SIZE_MAX - (align - 1)) return false;
+  *rounded = (size + align - 1) / align * align;
+  return true;
+}
+
+// Registers a new allocation of `ctx`; with `limit`, counts it as device
+// memory and fails with CUDA_ERROR_OUT_OF_MEMORY beyond the limit.
+CUresult Allocate(const Context& ctx, size_t size, bool pinned, unsigned flags,
+                  uint64_t limit, uintptr_t* base) {
+  size_t rounded;
+  if (size == 0 ||
+      !RoundUp(size, pinned ? kPinnedAlignment : kDeviceAlignment, &rounded)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  if (ctx.destroyed()) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  uint64_t& used = t.device_bytes[&ctx];
+  if (!pinned && rounded > limit - used) return CUDA_ERROR_OUT_OF_MEMORY;
+  void* p =
+      std::aligned_alloc(pinned ? kPinnedAlignment : kDeviceAlignment, rounded);
+  if (p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  *base = reinterpret_cast<uintptr_t>(p);
+  t.by_base.emplace(*base, std::make_shared<Allocation>(*base, size, rounded,
+                                                        pinned, flags, &ctx));
+  if (!pinned) used += rounded;
+  return CUDA_SUCCESS;
+}
+
+// Frees the allocation based at `base` of the given kind (any context's);
+// CUDA_ERROR_INVALID_VALUE if there is none. Work that still uses it
+// faults when it runs.
+CUresult Free(uintptr_t base, bool pinned) {
+  std::shared_ptr<Allocation> freed;
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  auto it = t.by_base.find(base);
+  if (it == t.by_base.end() || it->second->pinned != pinned) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  freed = std::move(it->second);
+  t.by_base.erase(it);
+  freed->live.store(false);
+  if (!pinned) t.device_bytes[freed->owner] -= freed->reserved;
+  return CUDA_SUCCESS;
+}
+
+// Whether [addr, addr + len) is inside one live allocation (with unified
+// addressing a copy may use any context's memory).
+bool Valid(const Stream& stream, uintptr_t addr, size_t len) {
+  return FindAllocation(stream.ctx(), addr, len, Access::kAny) != nullptr;
+}
+
+// Whether [addr, addr + len) is inside pinned memory, for copies to and
+// from the host.
+bool Pinned(const Stream& stream, uintptr_t addr, size_t len) {
+  std::shared_ptr<Allocation> a =
+      FindAllocation(stream.ctx(), addr, len, Access::kAny);
+  return a != nullptr && a->pinned;
+}
+
+}  // namespace
+
+Allocation::~Allocation() { std::free(reinterpret_cast<void*>(base)); }
+
+std::shared_ptr<Allocation> FindAllocation(const Context& ctx, uintptr_t addr,
+                                           size_t len, Access access) {
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  std::shared_ptr<Allocation> a = FindLocked(t, addr, len == 0 ? 1 : len);
+  return a != nullptr && MayAccess(ctx, *a, access) ? a : nullptr;
+}
+
+std::shared_ptr<Allocation> FindPinned(const void* p) {
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  std::shared_ptr<Allocation> a =
+      FindLocked(t, reinterpret_cast<uintptr_t>(p), 1);
+  return a != nullptr && a->pinned ? a : nullptr;
+}
+
+CUresult DeviceAccess(const Context& ctx, uintptr_t addr, size_t len,
+                      size_t align, Access access,
+                      std::shared_ptr<Allocation>* hold) {
+  if (len == 0) return CUDA_SUCCESS;
+  if (addr % align != 0) return CUDA_ERROR_MISALIGNED_ADDRESS;
+  *hold = FindAllocation(ctx, addr, len, access);
+  return *hold != nullptr ? CUDA_SUCCESS : CUDA_ERROR_ILLEGAL_ADDRESS;
+}
+
+void ReleaseMemory(Context* ctx) {
+  std::vector<std::shared_ptr<Allocation>> freed;
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  for (auto it = t.by_base.begin(); it != t.by_base.end();) {
+    if (it->second->owner == ctx) {
+      it->second->live.store(false);
+      freed.push_back(std::move(it->second));
+      it = t.by_base.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  t.device_bytes.erase(ctx);
+}
+
+// Device memory: host memory aligned to 256 bytes, counted against
+// FAKECUDA_MEMORY_BYTES per device (rounded up to 256 bytes).
+CUresult Fake_cuMemAlloc(CUdeviceptr* dptr, size_t bytesize) {
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = CurrentContext(Sticky::kFail, &ctx); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (dptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  uintptr_t base;
+  if (CUresult r =
+          Allocate(*ctx, bytesize, false, 0, GetConfig()->memory_bytes, &base);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  *dptr = base;
+  return CUDA_SUCCESS;
+}
+
+CUresult Fake_cuMemFree(CUdeviceptr dptr) {
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = CurrentContext(Sticky::kIgnore, &ctx); r != CUDA_SUCCESS) {
+    return r;
+  }
+  return Free(dptr, false);
+}
+
+// Pinned memory, page-aligned, not counted as device memory. It belongs to
+// the calling context (freed when that context is destroyed) and, with
+// unified addressing, is accessible to every context at the same address.
+CUresult Fake_cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) {
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = CurrentContext(Sticky::kFail, &ctx); r != CUDA_SUCCESS) {
+    return r;
+  }
+  constexpr unsigned kKnown = CU_MEMHOSTALLOC_PORTABLE |
+                              CU_MEMHOSTALLOC_DEVICEMAP |
+                              CU_MEMHOSTALLOC_WRITECOMBINED;
+  if (pp == nullptr || (Flags & ~kKnown) != 0) return CUDA_ERROR_INVALID_VALUE;
+  uintptr_t base;
+  if (CUresult r = Allocate(*ctx, bytesize, true, Flags, 0, &base);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  *pp = reinterpret_cast<void*>(base);
+  return CUDA_SUCCESS;
+}
+
+CUresult Fake_cuMemFreeHost(void* p) {
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = CurrentContext(Sticky::kIgnore, &ctx); r != CUDA_SUCCESS) {
+    return r;
+  }
+  return Free(reinterpret_cast<uintptr_t>(p), true);
+}
+
+// The device address is the host address. As documented, the memory must
+// come from cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP, and Flags be 0.
+CUresult Fake_cuMemHostGetDevicePointer(CUdeviceptr* pdptr, void* p,
+                                        unsigned int Flags) {
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = CurrentContext(Sticky::kFail, &ctx); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (pdptr == nullptr || Flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  std::shared_ptr<Allocation> a = FindPinned(p);
+  if (a == nullptr || (a->flags & CU_MEMHOSTALLOC_DEVICEMAP) == 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *pdptr = reinterpret_cast<CUdeviceptr>(p);
+  return CUDA_SUCCESS;
+}
+
+CUresult Fake_cuMemGetInfo(size_t* free, size_t* total) {
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = CurrentContext(Sticky::kFail, &ctx); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (free == nullptr || total == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const uint64_t limit = GetConfig()->memory_bytes;
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  auto it = t.device_bytes.find(ctx.get());
+  *free = limit - (it == t.device_bytes.end() ? 0 : it->second);
+  *total = limit;
+  return CUDA_SUCCESS;
+}
+
+// From pinned memory the copy reads the source when the stream runs it;
+// from pageable memory the source is staged at once, as CUDA does, so the
+// caller may reuse its buffer on return.
+CUresult Fake_cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n,
+                                CUstream hStream) {
+  std::shared_ptr<Stream> stream;
+  if (CUresult r = FindStreamForWork(hStream, false, &stream);
+      r != CUDA_SUCCESS)
+    return r;
+  if (n == 0) return CUDA_SUCCESS;
+  const auto from = reinterpret_cast<uintptr_t>(src);
+  if (src == nullptr || !Valid(*stream, dst, n)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  std::shared_ptr<std::vector<char>> staged;
+  if (!Pinned(*stream, from, n)) {
+    const char* bytes = static_cast<const char*>(src);
+    staged = std::make_shared<std::vector<char>>(bytes, bytes + n);
+  }
+  return EnqueueOp(*stream, [dst, from, n, staged](Stream& s) -> CUresult {
+    std::shared_ptr<Allocation> to_hold;
+    std::shared_ptr<Allocation> from_hold;
+    if (CUresult r = DeviceAccess(s.ctx(), dst, n, 1, Access::kAny, &to_hold);
+        r != CUDA_SUCCESS) {
+      return r;
+    }
+    if (staged == nullptr) {
+      if (CUresult r =
+              DeviceAccess(s.ctx(), from, n, 1, Access::kAny, &from_hold);
+          r != CUDA_SUCCESS) {
+        return r;
+      }
+    }
+    std::memmove(reinterpret_cast<void*>(dst),
+                 staged != nullptr ? staged->data()
+                                   : reinterpret_cast<const void*>(from),
+                 n);
+    return CUDA_SUCCESS;
+  });
+}
+
+// To pinned memory the copy is asynchronous; to pageable memory the call
+// returns only once the copy has completed, as CUDA documents.
+CUresult Fake_cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t n,
+                                CUstream hStream) {
+  std::shared_ptr<Stream> stream;
+  if (CUresult r = FindStreamForWork(hStream, false, &stream);
+      r != CUDA_SUCCESS)
+    return r;
+  if (n == 0) return CUDA_SUCCESS;
+  const auto to = reinterpret_cast<uintptr_t>(dst);
+  if (dst == nullptr || !Valid(*stream, src, n)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const bool pinned = Pinned(*stream, to, n);
+  uint64_t ticket;
+  if (CUresult r = EnqueueOp(
+          *stream,
+          [to, src, n, pinned](Stream& s) -> CUresult {
+            std::shared_ptr<Allocation> to_hold;
+            std::shared_ptr<Allocation> from_hold;
+            if (CUresult r =
+                    DeviceAccess(s.ctx(), src, n, 1, Access::kAny, &from_hold);
+                r != CUDA_SUCCESS) {
+              return r;
+            }
+            if (pinned) {
+              if (CUresult r =
+                      DeviceAccess(s.ctx(), to, n, 1, Access::kAny, &to_hold);
+                  r != CUDA_SUCCESS) {
+                return r;
+              }
+            }
+            std::memmove(reinterpret_cast<void*>(to),
+                         reinterpret_cast<const void*>(src), n);
+            return CUDA_SUCCESS;
+          },
+          &ticket);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  return pinned ? CUDA_SUCCESS : WaitForTicket(*stream, ticket);
+}
+
+CUresult Fake_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n,
+                                CUstream hStream) {
+  std::shared_ptr<Stream> stream;
+  if (CUresult r = FindStreamForWork(hStream, false, &stream);
+      r != CUDA_SUCCESS)
+    return r;
+  if (n == 0) return CUDA_SUCCESS;
+  if (!Valid(*stream, dst, n) || !Valid(*stream, src, n)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return EnqueueOp(*stream, [dst, src, n](Stream& s) -> CUresult {
+    std::shared_ptr<Allocation> to_hold;
+    std::shared_ptr<Allocation> from_hold;
+    if (CUresult r = DeviceAccess(s.ctx(), dst, n, 1, Access::kAny, &to_hold);
+        r != CUDA_SUCCESS) {
+      return r;
+    }
+    if (CUresult r = DeviceAccess(s.ctx(), src, n, 1, Access::kAny, &from_hold);
+        r != CUDA_SUCCESS) {
+      return r;
+    }
+    std::memmove(reinterpret_cast<void*>(dst),
+                 reinterpret_cast<const void*>(src), n);
+    return CUDA_SUCCESS;
+  });
+}
+
+// Sets N 32-bit words; dst must be 4-byte aligned.
+CUresult Fake_cuMemsetD32Async(CUdeviceptr dst, unsigned int ui, size_t N,
+                               CUstream hStream) {
+  std::shared_ptr<Stream> stream;
+  if (CUresult r = FindStreamForWork(hStream, false, &stream);
+      r != CUDA_SUCCESS)
+    return r;
+  if (dst % 4 != 0 || N > SIZE_MAX / 4) return CUDA_ERROR_INVALID_VALUE;
+  if (N == 0) return CUDA_SUCCESS;
+  if (!Valid(*stream, dst, 4 * N)) return CUDA_ERROR_INVALID_VALUE;
+  return EnqueueOp(*stream, [dst, ui, N](Stream& s) -> CUresult {
+    std::shared_ptr<Allocation> hold;
+    if (CUresult r = DeviceAccess(s.ctx(), dst, 4 * N, 4, Access::kAny, &hold);
+        r != CUDA_SUCCESS) {
+      return r;
+    }
+    auto* words = reinterpret_cast<uint32_t*>(dst);
+    for (size_t i = 0; i < N; ++i) words[i] = ui;
+    return CUDA_SUCCESS;
+  });
+}
+
+}  // namespace fakecuda

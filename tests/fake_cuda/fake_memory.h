@@ -1,0 +1,71 @@
+// Memory of the fake CUDA driver: "device" memory (cuMemAlloc) and pinned
+// host memory (cuMemHostAlloc) are host allocations, and a CUdeviceptr is
+// the host address (unified addressing). One process-wide table of live
+// allocations bounds-checks every access that emulated device work makes.
+#ifndef TESTS_FAKE_CUDA_FAKE_MEMORY_H_
+#define TESTS_FAKE_CUDA_FAKE_MEMORY_H_
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "tests/fake_cuda/fake_context.h"
+
+namespace fakecuda {
+
+// One allocation. Its storage is freed when the last holder drops it, so
+// device work that holds it while accessing it can never touch freed
+// memory; `live` turns false when cuMemFree/cuMemFreeHost or context
+// destruction removes it from the table.
+struct Allocation {
+  Allocation(uintptr_t base, size_t size, size_t reserved, bool pinned,
+             unsigned flags, const Context* owner)
+      : base(base),
+        size(size),
+        reserved(reserved),
+        pinned(pinned),
+        flags(flags),
+        owner(owner) {}
+  ~Allocation();
+  Allocation(const Allocation&) = delete;
+  Allocation& operator=(const Allocation&) = delete;
+
+  const uintptr_t base;
+  const size_t size;           // as requested: accesses beyond it fault
+  const size_t reserved;       // rounded up to the alignment; counted in use
+  const bool pinned;           // from cuMemHostAlloc
+  const unsigned flags;        // cuMemHostAlloc's flags
+  const Context* const owner;  // identity only; never dereferenced
+  std::atomic<bool> live{true};
+};
+
+// Who may access a range.
+enum class Access {
+  kContext,  // device work of a context: its device memory, any pinned
+  kAny,      // copies (unified addressing): any live allocation
+};
+
+// The live allocation that holds all of [addr, addr + len) (len >= 1) and
+// that `ctx` may access under `access`; nullptr if there is none.
+// Thread-safe.
+std::shared_ptr<Allocation> FindAllocation(const Context& ctx, uintptr_t addr,
+                                           size_t len, Access access);
+
+// The pinned allocation that holds `p`, or nullptr. Thread-safe.
+std::shared_ptr<Allocation> FindPinned(const void* p);
+
+// An access by device work running in `ctx`: CUDA_SUCCESS with the
+// allocation in *hold (keep it while accessing), or the fault:
+// CUDA_ERROR_MISALIGNED_ADDRESS if addr is not a multiple of `align`,
+// CUDA_ERROR_ILLEGAL_ADDRESS if [addr, addr + len) is not inside one live
+// allocation that ctx may access. len == 0 accesses nothing and succeeds.
+CUresult DeviceAccess(const Context& ctx, uintptr_t addr, size_t len,
+                      size_t align, Access access,
+                      std::shared_ptr<Allocation>* hold);
+
+}  // namespace fakecuda
+
+#endif  // TESTS_FAKE_CUDA_FAKE_MEMORY_H_

@@ -1,0 +1,332 @@
+// Streams of the fake CUDA driver, and the entry points that create them,
+// wait for them and put stream-memory operations and host functions on
+// them. Each stream runs its work strictly in order on its own thread.
+#include "tests/fake_cuda/fake_stream.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
+#include <utility>
+
+#include "tests/fake_cuda/fake_api.h"
+#include "tests/fake_cuda/fake_memory.h"
+#include "tests/fake_cuda/fake_progress.h"
+#include "tests/fake_cuda/fake_registry.h"
+
+namespace fakecuda {
+namespace {
+
+Registry<Stream>& Streams() {
+  static Registry<Stream>* streams = new Registry<Stream>;
+  return *streams;
+}
+
+// cuStreamWaitValue64's condition on the 64-bit word.
+bool Satisfied(uint64_t word, uint64_t value, unsigned condition) {
+  switch (condition) {
+    case CU_STREAM_WAIT_VALUE_GEQ:  // CUDA's wrap-around comparison
+      return static_cast<int64_t>(word - value) >= 0;
+    case CU_STREAM_WAIT_VALUE_EQ:
+      return word == value;
+    case CU_STREAM_WAIT_VALUE_AND:
+      return (word & value) != 0;
+    default:  // CU_STREAM_WAIT_VALUE_NOR
+      return ~(word | value) != 0;
+  }
+}
+
+// Common checks of cuStreamWaitValue64/cuStreamWriteValue64: the feature,
+// the stream, and an 8-aligned word that the stream's device may access.
+CUresult FindStreamForMemOp(CUstream handle, CUdeviceptr addr,
+                            std::shared_ptr<Stream>* stream) {
+  if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
+  if (!GetConfig()->wait_value) return CUDA_ERROR_NOT_SUPPORTED;
+  if (CUresult r = FindStreamForWork(handle, false, stream);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (addr % 8 != 0 ||
+      FindAllocation((*stream)->ctx(), addr, 8, Access::kContext) == nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+Stream::Stream(std::shared_ptr<Context> ctx, unsigned flags, int priority)
+    : ctx_(std::move(ctx)), flags_(flags), priority_(priority) {}
+
+Stream::~Stream() {
+  Stop();
+  Join();
+}
+
+void Stream::Start() { worker_ = std::thread(&Stream::Run, this); }
+
+uint64_t Stream::Enqueue(Op op) {
+  uint64_t ticket;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped() || retired_) return 0;
+    queue_.push_back(std::move(op));
+    ticket = ++enqueued_;
+  }
+  cv_.notify_all();
+  return ticket;
+}
+
+uint64_t Stream::LastTicket() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return enqueued_;
+}
+
+bool Stream::Done(uint64_t ticket) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return completed_ >= ticket;
+}
+
+void Stream::Retire() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    retired_ = true;
+  }
+  cv_.notify_all();
+}
+
+bool Stream::exited() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return exited_;
+}
+
+void Stream::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopped_.store(true, std::memory_order_release);
+  }
+  cv_.notify_all();
+  Progress::Notify();
+}
+
+void Stream::Wake() {
+  { std::lock_guard<std::mutex> lock(mu_); }
+  cv_.notify_all();
+}
+
+void Stream::Join() {
+  std::lock_guard<std::mutex> lock(join_mu_);
+  if (worker_.joinable()) worker_.join();
+}
+
+// The worker: runs operations in order until stopped, or retired and
+// drained. Under a sticky error it drops whatever is queued, as a faulted
+// GPU context runs nothing more (host functions included).
+void Stream::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stopped() || retired_ || !queue_.empty(); });
+    if (stopped() || queue_.empty()) break;  // stopped, or retired + drained
+    if (ctx_->sticky() != CUDA_SUCCESS) {
+      std::deque<Op> dropped = std::move(queue_);
+      queue_.clear();
+      lock.unlock();
+      dropped.clear();  // runs captured destructors outside the lock
+      Progress::Notify();
+      lock.lock();
+      continue;
+    }
+    Op op = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    const CUresult r = op(*this);
+    op = nullptr;
+    if (r != CUDA_SUCCESS) ctx_->Fault(r);
+    lock.lock();
+    // An interrupted operation did not complete: its waiters see the
+    // sticky error or the stop instead.
+    if (r == CUDA_SUCCESS && !Interrupted()) ++completed_;
+    lock.unlock();
+    Progress::Notify();
+    lock.lock();
+  }
+  exited_ = true;
+  std::deque<Op> dropped = std::move(queue_);
+  queue_.clear();
+  lock.unlock();
+  dropped.clear();
+  Progress::Notify();
+}
+
+CUresult FindStream(CUstream handle, std::shared_ptr<Stream>* stream) {
+  std::shared_ptr<Context> current;
+  if (CUresult r = CurrentContext(Sticky::kIgnore, &current);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  *stream = Streams().Find(HandleValue(handle));
+  return *stream != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult FindStreamForWork(CUstream handle, bool same_context,
+                           std::shared_ptr<Stream>* stream) {
+  std::shared_ptr<Context> current;
+  if (CUresult r = CurrentContext(Sticky::kIgnore, &current);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  *stream = Streams().Find(HandleValue(handle));
+  if (*stream == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = CheckUsable((*stream)->ctx()); r != CUDA_SUCCESS) return r;
+  if (same_context && &(*stream)->ctx() != current.get()) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult EnqueueOp(Stream& stream, Op op, uint64_t* ticket) {
+  const uint64_t t = stream.Enqueue(std::move(op));
+  if (t == 0) {
+    return stream.stopped() ? CUDA_ERROR_CONTEXT_IS_DESTROYED
+                            : CUDA_ERROR_INVALID_HANDLE;
+  }
+  if (ticket != nullptr) *ticket = t;
+  return CUDA_SUCCESS;
+}
+
+CUresult WaitForTicket(Stream& stream, uint64_t ticket) {
+  Progress::Wait([&] {
+    return stream.Done(ticket) || stream.Interrupted() ||
+           stream.ctx().destroyed();
+  });
+  if (CUresult r = CheckUsable(stream.ctx()); r != CUDA_SUCCESS) return r;
+  return stream.Done(ticket) ? CUDA_SUCCESS : CUDA_ERROR_CONTEXT_IS_DESTROYED;
+}
+
+void ReleaseStreams(const Context* ctx) { Streams().RemoveOwnedBy(ctx); }
+
+// Flags: 0 or CU_STREAM_NON_BLOCKING. The priority is clamped to [-5, 0]
+// and recorded; the fake does not schedule by it.
+CUresult Fake_cuStreamCreateWithPriority(CUstream* phStream, unsigned int flags,
+                                         int priority) {
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = CurrentContext(Sticky::kFail, &ctx); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (phStream == nullptr || (flags & ~unsigned{CU_STREAM_NON_BLOCKING})) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  ctx->ReapStreams();
+  auto stream =
+      std::make_shared<Stream>(ctx, flags, std::clamp(priority, -5, 0));
+  stream->Start();
+  if (CUresult r = ctx->AddStream(stream); r != CUDA_SUCCESS) return r;
+  const uintptr_t handle = Streams().Add(stream);
+  if (handle == 0) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  *phStream = ToHandle<CUstream>(handle);
+  return CUDA_SUCCESS;
+}
+
+// Returns at once; the stream finishes its queued work, then goes away.
+CUresult Fake_cuStreamDestroy(CUstream handle) {
+  std::shared_ptr<Context> current;
+  if (CUresult r = CurrentContext(Sticky::kIgnore, &current);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  std::shared_ptr<Stream> stream = Streams().Remove(HandleValue(handle));
+  if (stream == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  stream->Retire();
+  stream->ctx().ReapStreams();
+  return CUDA_SUCCESS;
+}
+
+CUresult Fake_cuStreamQuery(CUstream handle) {
+  std::shared_ptr<Stream> stream;
+  if (CUresult r = FindStream(handle, &stream); r != CUDA_SUCCESS) return r;
+  if (CUresult r = CheckUsable(stream->ctx()); r != CUDA_SUCCESS) return r;
+  return stream->Done(stream->LastTicket()) ? CUDA_SUCCESS
+                                            : CUDA_ERROR_NOT_READY;
+}
+
+CUresult Fake_cuStreamSynchronize(CUstream handle) {
+  std::shared_ptr<Stream> stream;
+  if (CUresult r = FindStream(handle, &stream); r != CUDA_SUCCESS) return r;
+  if (CUresult r = CheckUsable(stream->ctx()); r != CUDA_SUCCESS) return r;
+  return WaitForTicket(*stream, stream->LastTicket());
+}
+
+// Later work on the stream waits until the word at `addr` satisfies the
+// condition. The host changes the word with stores the fake cannot see, so
+// the worker polls it like a GPU: acquire loads, sleeping 10 us, doubling
+// up to 200 us, in between.
+CUresult Fake_cuStreamWaitValue64(CUstream handle, CUdeviceptr addr,
+                                  cuuint64_t value, unsigned int flags) {
+  std::shared_ptr<Stream> stream;
+  if (CUresult r = FindStreamForMemOp(handle, addr, &stream);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (flags & CU_STREAM_WAIT_VALUE_FLUSH) return CUDA_ERROR_NOT_SUPPORTED;
+  if (flags > CU_STREAM_WAIT_VALUE_NOR) return CUDA_ERROR_INVALID_VALUE;
+  return EnqueueOp(*stream, [addr, value, flags](Stream& s) -> CUresult {
+    std::shared_ptr<Allocation> hold;
+    if (CUresult r = DeviceAccess(s.ctx(), addr, 8, 8, Access::kContext, &hold);
+        r != CUDA_SUCCESS) {
+      return r;
+    }
+    std::atomic_ref<uint64_t> word(*reinterpret_cast<uint64_t*>(addr));
+    auto pause = std::chrono::microseconds(10);
+    while (!Satisfied(word.load(std::memory_order_acquire), value, flags)) {
+      if (s.Interrupted()) return CUDA_SUCCESS;
+      // Memory freed under a waiting GPU is an access to no allocation.
+      if (!hold->live.load()) return CUDA_ERROR_ILLEGAL_ADDRESS;
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(200));
+    }
+    return CUDA_SUCCESS;
+  });
+}
+
+// Stores `value` at `addr` (a release store) when the stream reaches it.
+CUresult Fake_cuStreamWriteValue64(CUstream handle, CUdeviceptr addr,
+                                   cuuint64_t value, unsigned int flags) {
+  std::shared_ptr<Stream> stream;
+  if (CUresult r = FindStreamForMemOp(handle, addr, &stream);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (flags & ~unsigned{CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER}) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return EnqueueOp(*stream, [addr, value](Stream& s) -> CUresult {
+    std::shared_ptr<Allocation> hold;
+    if (CUresult r = DeviceAccess(s.ctx(), addr, 8, 8, Access::kContext, &hold);
+        r != CUDA_SUCCESS) {
+      return r;
+    }
+    std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(addr))
+        .store(value, std::memory_order_release);
+    return CUDA_SUCCESS;
+  });
+}
+
+// fn(userData) runs on the stream's worker when reached, unless the context
+// has faulted by then. CUDA API calls from fn fail (NOT_PERMITTED).
+CUresult Fake_cuLaunchHostFunc(CUstream handle, CUhostFn fn, void* userData) {
+  std::shared_ptr<Stream> stream;
+  if (CUresult r = FindStreamForWork(handle, false, &stream);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return EnqueueOp(*stream, [fn, userData](Stream&) {
+    SetInHostFunction(true);
+    fn(userData);
+    SetInHostFunction(false);
+    return CUDA_SUCCESS;
+  });
+}
+
+}  // namespace fakecuda

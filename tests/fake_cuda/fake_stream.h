@@ -1,0 +1,114 @@
+// Streams of the fake CUDA driver: an in-order queue of operations run by
+// one worker thread per stream, as a GPU runs a stream's work.
+#ifndef TESTS_FAKE_CUDA_FAKE_STREAM_H_
+#define TESTS_FAKE_CUDA_FAKE_STREAM_H_
+
+#include <cuda.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "tests/fake_cuda/fake_context.h"
+
+namespace fakecuda {
+
+class Stream;
+
+// One unit of stream work, run on the stream's worker once everything
+// enqueued before it has completed. Returns CUDA_SUCCESS, or the error that
+// faults the context (CUDA_ERROR_ILLEGAL_ADDRESS, ...). An operation that
+// waits must return early (CUDA_SUCCESS) once stream.Interrupted().
+using Op = std::function<CUresult(Stream& stream)>;
+
+class Stream {
+ public:
+  Stream(std::shared_ptr<Context> ctx, unsigned flags, int priority);
+  // Stops and joins the worker if it still runs.
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  // Starts the worker thread; once, before anything is enqueued.
+  void Start();
+
+  Context& ctx() const { return *ctx_; }
+  const Context* owner() const { return ctx_.get(); }  // for Registry
+  unsigned flags() const { return flags_; }
+  int priority() const { return priority_; }
+
+  // Appends `op` and returns its ticket (1, 2, ... in enqueue order), or 0
+  // if the stream is stopped or retired. Thread-safe.
+  uint64_t Enqueue(Op op);
+  // The ticket of the last operation enqueued (0 if none). Thread-safe.
+  uint64_t LastTicket() const;
+  // Whether the operation with `ticket` and all before it completed.
+  bool Done(uint64_t ticket) const;
+  // Whether the worker stopped running work: the stream was stopped, or
+  // the context has a sticky error. Pending work will never complete.
+  bool Interrupted() const {
+    return stopped_.load(std::memory_order_acquire) ||
+           ctx_->sticky() != CUDA_SUCCESS;
+  }
+  bool stopped() const { return stopped_.load(std::memory_order_acquire); }
+
+  // cuStreamDestroy: refuses new work; the worker exits once it has
+  // drained the queue (as CUDA releases a stream when its work is done).
+  void Retire();
+  // Whether the worker thread has exited (after Retire or Stop).
+  bool exited() const;
+  // Drops pending work and makes the worker exit as soon as the running
+  // operation returns. Thread-safe; wakes waiters.
+  void Stop();
+  // Joins the worker. Not on the worker itself.
+  void Join();
+  // Wakes an idle worker to notice a sticky error. Thread-safe.
+  void Wake();
+
+ private:
+  void Run();
+
+  const std::shared_ptr<Context> ctx_;
+  const unsigned flags_;
+  const int priority_;
+  std::atomic<bool> stopped_{false};
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Op> queue_;    // guarded by mu_
+  uint64_t enqueued_ = 0;   // guarded by mu_
+  uint64_t completed_ = 0;  // guarded by mu_
+  bool retired_ = false;    // guarded by mu_
+  bool exited_ = false;     // guarded by mu_
+  std::mutex join_mu_;      // serializes Join()
+  std::thread worker_;
+};
+
+// Looks up a stream for an entry point that works on any context's stream
+// (query, synchronize, destroy): after CurrentContext(Sticky::kIgnore),
+// CUDA_ERROR_INVALID_HANDLE for an unknown, destroyed or NULL stream (the
+// fake has no legacy default stream).
+CUresult FindStream(CUstream handle, std::shared_ptr<Stream>* stream);
+
+// Looks up a stream to enqueue work on: FindStream, then the sticky error
+// of the stream's context; with `same_context`, CUDA_ERROR_INVALID_HANDLE
+// unless the stream belongs to the calling thread's current context (as
+// CUDA requires for kernel launches).
+CUresult FindStreamForWork(CUstream handle, bool same_context,
+                           std::shared_ptr<Stream>* stream);
+
+// Enqueues `op` on `stream`: CUDA_SUCCESS, or CUDA_ERROR_INVALID_HANDLE if
+// the stream was destroyed meanwhile. Sets *ticket when not null.
+CUresult EnqueueOp(Stream& stream, Op op, uint64_t* ticket = nullptr);
+
+// Blocks until the operation `ticket` of `stream` completed: CUDA_SUCCESS,
+// the context's sticky error, or CUDA_ERROR_CONTEXT_IS_DESTROYED.
+CUresult WaitForTicket(Stream& stream, uint64_t ticket);
+
+}  // namespace fakecuda
+
+#endif  // TESTS_FAKE_CUDA_FAKE_STREAM_H_
