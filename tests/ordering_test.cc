@@ -1,26 +1,33 @@
-// Ordering guarantees, proved against a real gpustreamd: gated work does not
-// run before its flag is signalled, and event and queue dependencies hold
-// across queues.
+// Ordering guarantees, proved against a real gpustreamd on every backend:
+// gated work does not run before its flag is signalled, and event and queue
+// dependencies hold across queues.
 #include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "client/gpustream.h"
 #include "gtest/gtest.h"
-#include "tests/daemon_process.h"
+#include "tests/backend_daemon.h"
+#include "tests/conformance/backend_under_test.h"
 
 namespace gpustream {
 namespace {
 
 using client::Queue;
 
-class OrderingTest : public ::testing::Test {
+// Parameterized by the backend; also run on cuda_fake without device-side
+// flag waits (testing::kCudaFakeNoWaitValue), where the daemon holds gated
+// work itself.
+class OrderingTest : public testing::BackendDaemonTest {
  protected:
   void SetUp() override {
-    auto daemon = testing::DaemonProcess::Start();
-    ASSERT_TRUE(daemon.ok()) << daemon.status();
-    daemon_ = *std::move(daemon);
+    BackendDaemonTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     auto c = client::Client::Connect(daemon_->unix_target());
     ASSERT_TRUE(c.ok()) << c.status();
+    client_ = *std::move(c);
     auto session = c->open_session();
     ASSERT_TRUE(session.ok()) << session.status();
     session_ = *std::move(session);
@@ -40,12 +47,12 @@ class OrderingTest : public ::testing::Test {
     q.launch("samples", "add_u64", {1}, {1}, {counter_, value});
   }
 
-  std::unique_ptr<testing::DaemonProcess> daemon_;
+  std::optional<client::Client> client_;
   std::unique_ptr<client::Session> session_;
   client::Buffer counter_;
 };
 
-TEST_F(OrderingTest, GatedWorkWaitsForItsFlag) {
+TEST_P(OrderingTest, GatedWorkWaitsForItsFlag) {
   client::Flag gate = session_->create_flag();
   Queue gated = session_->create_queue();
   Queue observer = session_->create_queue();
@@ -60,7 +67,7 @@ TEST_F(OrderingTest, GatedWorkWaitsForItsFlag) {
   EXPECT_EQ(Counter(observer), 5u);
 }
 
-TEST_F(OrderingTest, EqualWaitIgnoresOtherValuesGreaterEqualDoesNot) {
+TEST_P(OrderingTest, EqualWaitIgnoresOtherValuesGreaterEqualDoesNot) {
   client::Flag gate = session_->create_flag();
   Queue equal = session_->create_queue(), at_least = session_->create_queue();
   Queue observer = session_->create_queue();
@@ -77,7 +84,7 @@ TEST_F(OrderingTest, EqualWaitIgnoresOtherValuesGreaterEqualDoesNot) {
   EXPECT_EQ(Counter(observer), 101u);
 }
 
-TEST_F(OrderingTest, EventDependencyHoldsAcrossQueues) {
+TEST_P(OrderingTest, EventDependencyHoldsAcrossQueues) {
   auto value = session_->allocate(4), copy = session_->allocate(4);
   ASSERT_TRUE(value.ok() && copy.ok());
   Queue producer = session_->create_queue(),
@@ -94,7 +101,7 @@ TEST_F(OrderingTest, EventDependencyHoldsAcrossQueues) {
   EXPECT_EQ((*out)[0], 0xfeedu);
 }
 
-TEST_F(OrderingTest, QueueWaitsForAnotherQueue) {
+TEST_P(OrderingTest, QueueWaitsForAnotherQueue) {
   auto value = session_->allocate(4), copy = session_->allocate(4);
   ASSERT_TRUE(value.ok() && copy.ok());
   Queue producer = session_->create_queue(),
@@ -111,7 +118,7 @@ TEST_F(OrderingTest, QueueWaitsForAnotherQueue) {
   EXPECT_EQ((*out)[0], 0xbeefu);
 }
 
-TEST_F(OrderingTest, QueueWritesFlagHostWaits) {
+TEST_P(OrderingTest, QueueWritesFlagHostWaits) {
   client::Flag done = session_->create_flag();
   Queue q = session_->create_queue();
   Add(q, 9);
@@ -123,7 +130,7 @@ TEST_F(OrderingTest, QueueWritesFlagHostWaits) {
   EXPECT_EQ(Counter(observer), 9u);  // The write came after the kernel.
 }
 
-TEST_F(OrderingTest, HostFuncBlocksLaterWorkUntilItReturns) {
+TEST_P(OrderingTest, HostFuncBlocksLaterWorkUntilItReturns) {
   Queue q = session_->create_queue();
   Queue observer = session_->create_queue();
   std::atomic<uint64_t> seen_inside{~uint64_t{0}};
@@ -139,7 +146,7 @@ TEST_F(OrderingTest, HostFuncBlocksLaterWorkUntilItReturns) {
   EXPECT_EQ(Counter(observer), 11u);
 }
 
-TEST_F(OrderingTest, PipelinedLaunchesRunInOrder) {
+TEST_P(OrderingTest, PipelinedLaunchesRunInOrder) {
   auto cell = session_->allocate(4);
   ASSERT_TRUE(cell.ok());
   Queue& q = session_->default_queue();
@@ -151,6 +158,52 @@ TEST_F(OrderingTest, PipelinedLaunchesRunInOrder) {
   ASSERT_TRUE(out.ok());
   EXPECT_EQ((*out)[0], 2000u);
 }
+
+TEST_P(OrderingTest, DeviceSaysWhereQueuesWaitOnFlags) {
+  auto devices = client_->list_devices();
+  ASSERT_TRUE(devices.ok()) << devices.status();
+  ASSERT_FALSE(devices->empty());
+  const v1::Device& device = devices->front();
+  // Native waits need the device's 64-bit stream memory operations;
+  // without them the daemon holds the gated work, with the same semantics.
+  EXPECT_EQ(device.wait_value_mode(),
+            device.supports_wait_value() ? "native" : "daemon");
+  if (backend() == testing::kCudaFakeNoWaitValue) {
+    EXPECT_FALSE(device.supports_wait_value());
+    EXPECT_EQ(device.wait_value_mode(), "daemon");
+  } else if (backend() == "cpu" || backend() == "cuda_fake") {
+    EXPECT_TRUE(device.supports_wait_value());
+    EXPECT_EQ(device.wait_value_mode(), "native");
+  }
+}
+
+TEST_P(OrderingTest, GreaterEqualWaitHoldsAcrossWrapAround) {
+  // GREATER_EQUAL is CUDA's (int64_t)(flag - value) >= 0: a counter that
+  // wraps past 2^64 still satisfies a wait set just before the wrap.
+  constexpr uint64_t kNearTheTop = UINT64_MAX - 1;
+  client::Flag ticks = session_->create_flag();
+  Queue gated = session_->create_queue();
+  Queue observer = session_->create_queue();
+  gated.wait_for_host_value(ticks, kNearTheTop,
+                            client::WaitCondition::kGreaterEqual);
+  Add(gated, 1);
+  ASSERT_TRUE(ticks.signal(UINT64_MAX - 5).ok());  // 4 short of the value.
+  ASSERT_TRUE(session_->flush().ok());
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(Counter(observer), 0u);
+  EXPECT_FALSE(*gated.is_idle());
+  ASSERT_TRUE(ticks.signal(1).ok());  // Wrapped: 3 past the value.
+  ASSERT_TRUE(gated.synchronize(absl::Seconds(10)).ok());
+  EXPECT_EQ(Counter(observer), 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, OrderingTest,
+                         ::testing::ValuesIn(conformance::BackendsUnderTest()),
+                         testing::BackendName);
+INSTANTIATE_TEST_SUITE_P(
+    DaemonHeldWaits, OrderingTest,
+    ::testing::Values(std::string(testing::kCudaFakeNoWaitValue)),
+    testing::BackendName);
 
 }  // namespace
 }  // namespace gpustream

@@ -129,6 +129,9 @@ TEST_F(SessionManagerTest, SlowTeardownDelaysNoOtherSession) {
   v1::LaunchKernelResponse launched;
   ASSERT_TRUE(session->LaunchKernel(spin, &launched).ok());
   session.reset();
+  // Let the kernel start: teardown skips work that has not started, but
+  // must await a kernel that is running.
+  absl::SleepFor(absl::Milliseconds(200));
   absl::Notification slow_closed, quick_closed;
   manager->Close("t", slow.session_id(),
                  [&](absl::Status) { slow_closed.Notify(); });

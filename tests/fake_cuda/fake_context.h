@@ -106,7 +106,7 @@ CUresult CheckUsable(const Context& ctx);
 // lives in the file of its kind. Streams are stopped and joined already.
 void ReleaseStreams(const Context* ctx);  // fake_stream.cc
 void ReleaseEvents(const Context* ctx);   // fake_event.cc
-void ReleaseMemory(Context* ctx);         // fake_memory.cc
+void ReleaseMemory(const Context* ctx);   // fake_memory.cc
 void ReleaseModules(const Context* ctx);  // fake_module.cc
 
 }  // namespace fakecuda

@@ -1,6 +1,7 @@
 // Initialization and device queries of the fake CUDA driver: cuInit reads
 // the environment once, and every device looks like an H100-class GPU
 // (compute capability 9.0, 132 SMs) with FAKECUDA_MEMORY_BYTES of memory.
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>

@@ -143,7 +143,7 @@ CUresult DeviceAccess(const Context& ctx, uintptr_t addr, size_t len,
   return *hold != nullptr ? CUDA_SUCCESS : CUDA_ERROR_ILLEGAL_ADDRESS;
 }
 
-void ReleaseMemory(Context* ctx) {
+void ReleaseMemory(const Context* ctx) {
   std::vector<std::shared_ptr<Allocation>> freed;
   Table& t = table();
   std::lock_guard<std::mutex> lock(t.mu);

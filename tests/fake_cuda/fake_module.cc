@@ -31,9 +31,10 @@ class Module {
   const std::vector<const Twin*>& twins() const { return twins_; }
 
   // The function handle of `name` in this module, registered by the first
-  // cuModuleGetFunction; guarded by mu.
+  // cuModuleGetFunction; none after cuModuleUnload. Guarded by mu.
   std::mutex mu;
   std::unordered_map<std::string, uintptr_t> functions;
+  bool unloaded = false;
 
  private:
   const std::shared_ptr<Context> ctx_;
@@ -219,6 +220,7 @@ CUresult Fake_cuModuleUnload(CUmodule handle) {
   std::shared_ptr<Module> module = Modules().Remove(HandleValue(handle));
   if (module == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   std::lock_guard<std::mutex> lock(module->mu);
+  module->unloaded = true;
   for (const auto& [name, function] : module->functions) {
     Functions().Remove(function);
   }
@@ -240,6 +242,7 @@ CUresult Fake_cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod,
   }
   if (twin == nullptr) return CUDA_ERROR_NOT_FOUND;
   std::lock_guard<std::mutex> lock(module->mu);
+  if (module->unloaded) return CUDA_ERROR_INVALID_HANDLE;
   uintptr_t& function = module->functions[name];
   if (function == 0) {
     function = Functions().Add(std::make_shared<Function>(module->ctx(), twin));

@@ -193,10 +193,11 @@ void CpuQueue::OnIdle(Done done) {
     done(error());
     return;
   }
+  // A CPU enqueue cannot fail.
   Enqueue([done = std::move(done)](const absl::Status& sticky) mutable {
     done(sticky);
     return absl::OkStatus();
-  });
+  }).IgnoreError();
 }
 
 void CpuQueue::Cancel(const absl::Status& reason) {

@@ -7,10 +7,9 @@
 
 namespace gpustream::backend {
 
-CudaArgBlock PackArgs(const KernelSignature& signature,
-                      const std::vector<KernelArg>& args,
-                      absl::FunctionRef<uint64_t(const BufferArg&)>
-                          device_pointer) {
+CudaArgBlock PackArgs(
+    const KernelSignature& signature, const std::vector<KernelArg>& args,
+    absl::FunctionRef<uint64_t(const BufferArg&)> device_pointer) {
   uint64_t end = 0;
   for (const ParamLayout& l : signature.layout) {
     end = std::max<uint64_t>(end, uint64_t{l.offset} + l.size);

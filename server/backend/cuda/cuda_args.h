@@ -23,10 +23,9 @@ struct CudaArgBlock {
 // `args` were checked against `signature` (count, kinds, BYTES sizes);
 // `device_pointer` gives a buffer argument's device address. Scalars are
 // copied with their own size, BYTES with the declared size.
-CudaArgBlock PackArgs(const KernelSignature& signature,
-                      const std::vector<KernelArg>& args,
-                      absl::FunctionRef<uint64_t(const BufferArg&)>
-                          device_pointer);
+CudaArgBlock PackArgs(
+    const KernelSignature& signature, const std::vector<KernelArg>& args,
+    absl::FunctionRef<uint64_t(const BufferArg&)> device_pointer);
 
 }  // namespace gpustream::backend
 

@@ -44,8 +44,7 @@ TEST(CudaArgsTest, BytesUseTheDeclaredSizeAndSmallScalarsTheirOwn) {
   KernelSignature k;
   k.params = {ParamKind::kI32, ParamKind::kBytes, ParamKind::kF64};
   k.layout = {{4, 0}, {12, 4}, {8, 16}};
-  std::vector<KernelArg> args = {int32_t{-7}, std::string("abcdefghijkl"),
-                                 1.5};
+  std::vector<KernelArg> args = {int32_t{-7}, std::string("abcdefghijkl"), 1.5};
   CudaArgBlock block = PackArgs(k, args, [](const BufferArg&) { return 0; });
   ASSERT_EQ(block.bytes.size() * 8, 24u);
   int32_t i;

@@ -52,12 +52,27 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(
   device->cleanup_ = std::make_unique<util::SerialExecutor>();
   CudaDevice* raw = device.get();
   device->dispatcher_ = std::make_unique<CudaDispatcher>(
-      [raw] { raw->MakeCurrent().IgnoreError(); }, [raw] { return raw->Tick(); },
-      kTickPeriod);
+      [raw] { raw->MakeCurrent().IgnoreError(); },
+      [raw] { return raw->Tick(); }, kTickPeriod);
   return device;
 }
 
 CudaDevice::~CudaDevice() {
+  // Work that never completed (a stream stuck at shutdown) completes with
+  // an error, so nothing it holds outlives the device.
+  std::vector<std::shared_ptr<CudaQueueCore>> stuck;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& weak : tracked_) {
+      if (auto core = weak.lock()) stuck.push_back(std::move(core));
+    }
+    tracked_.clear();
+    releasing_.clear();
+  }
+  for (auto& core : stuck) {
+    core->Fail(absl::UnavailableError("the CUDA device is shutting down"));
+  }
+  stuck.clear();
   // Threads first: nothing may run while the context goes. Releases post to
   // the cleanup thread, so it is drained before and after the dispatcher.
   cleanup_->Drain();
@@ -123,15 +138,15 @@ absl::Status CudaDevice::ReadInfo() {
       attr(CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS) != 0;
   info_.supports_host_func = true;
   info_.supports_timing = true;
-  info_.max_grid = {static_cast<uint32_t>(attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)),
-                    static_cast<uint32_t>(attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)),
-                    static_cast<uint32_t>(attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z))};
+  info_.max_grid = {
+      static_cast<uint32_t>(attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)),
+      static_cast<uint32_t>(attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)),
+      static_cast<uint32_t>(attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z))};
   info_.max_block = {
       static_cast<uint32_t>(attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)),
       static_cast<uint32_t>(attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)),
       static_cast<uint32_t>(attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z))};
-  info_.max_threads_per_block =
-      attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+  info_.max_threads_per_block = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
   info_.max_shared_memory_bytes =
       attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
   if (info_.max_shared_memory_bytes == 0) {
@@ -170,6 +185,12 @@ absl::Status CudaDevice::Check(CUresult r, const char* call) {
   return status;
 }
 
+void CudaDevice::Warn(CUresult r, const char* call) {
+  if (r == CUDA_SUCCESS) return;
+  std::cerr << "gpustreamd: CUDA device " << ordinal_ << ": "
+            << Check(r, call).message() << std::endl;
+}
+
 void CudaDevice::Fail(absl::Status status) {
   FatalErrorHandler* handler = nullptr;
   std::vector<std::shared_ptr<CudaQueueCore>> queues;
@@ -177,8 +198,8 @@ void CudaDevice::Fail(absl::Status status) {
   {
     absl::MutexLock lock(&mu_);
     if (failed_.exchange(true)) return;  // Reported once per failure.
-    failure_ = absl::AbortedError(absl::StrCat(
-        "CUDA device ", ordinal_, " failed: ", status.message()));
+    failure_ = absl::AbortedError(
+        absl::StrCat("CUDA device ", ordinal_, " failed: ", status.message()));
     status = failure_;
     for (auto& weak : tracked_) {
       if (auto core = weak.lock()) queues.push_back(std::move(core));
@@ -219,8 +240,9 @@ absl::Status CudaDevice::Recover() {
     return s;
   }
   driver_->cuDevicePrimaryCtxRelease(device_);
-  if (absl::Status s = Check(driver_->cuDevicePrimaryCtxRetain(&context_, device_),
-                             "cuDevicePrimaryCtxRetain");
+  if (absl::Status s =
+          Check(driver_->cuDevicePrimaryCtxRetain(&context_, device_),
+                "cuDevicePrimaryCtxRetain");
       !s.ok()) {
     return s;
   }
@@ -278,8 +300,7 @@ void CudaDevice::WatchEvent(std::shared_ptr<CudaEventPoint> point,
   done();
 }
 
-void* CudaDevice::NewMarker(std::weak_ptr<CudaQueueCore> core,
-                            uint64_t count) {
+void* CudaDevice::NewMarker(std::weak_ptr<CudaQueueCore> core, uint64_t count) {
   auto* m = new Marker{this, std::move(core), count};
   absl::MutexLock lock(&mu_);
   markers_.insert(m);
@@ -369,19 +390,18 @@ absl::StatusOr<std::shared_ptr<Queue>> CudaDevice::CreateQueue(
   if (failed()) return failure();
   if (absl::Status s = MakeCurrent(); !s.ok()) return s;
   CUstream stream = nullptr;
-  if (absl::Status s = Check(
-          driver_->cuStreamCreateWithPriority(&stream, CU_STREAM_NON_BLOCKING,
-                                              options.priority),
-          "cuStreamCreateWithPriority");
+  if (absl::Status s =
+          Check(driver_->cuStreamCreateWithPriority(
+                    &stream, CU_STREAM_NON_BLOCKING, options.priority),
+                "cuStreamCreateWithPriority");
       !s.ok()) {
     return s;
   }
   auto core = std::make_shared<CudaQueueCore>(this, stream, epoch(),
                                               std::move(options.on_error));
-  return std::shared_ptr<Queue>(new CudaQueue(std::move(core)),
-                                [this](Queue* q) {
-                                  cleanup_->Post([q] { delete q; });
-                                });
+  return std::shared_ptr<Queue>(
+      new CudaQueue(std::move(core)),
+      [this](Queue* q) { cleanup_->Post([q] { delete q; }); });
 }
 
 absl::StatusOr<std::shared_ptr<Event>> CudaDevice::CreateEvent(
@@ -416,10 +436,10 @@ absl::StatusOr<std::shared_ptr<Buffer>> CudaDevice::Allocate(uint64_t size,
       if (!s.ok()) driver_->cuMemFree(ptr);
     }
   } else {
-    s = Check(driver_->cuMemHostAlloc(&host, bytes,
-                                      CU_MEMHOSTALLOC_DEVICEMAP |
-                                          CU_MEMHOSTALLOC_PORTABLE),
-              "cuMemHostAlloc");
+    s = Check(
+        driver_->cuMemHostAlloc(
+            &host, bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE),
+        "cuMemHostAlloc");
     if (s.ok()) {
       std::memset(host, 0, bytes);
       s = Check(driver_->cuMemHostGetDevicePointer(&ptr, host, 0),
@@ -430,10 +450,9 @@ absl::StatusOr<std::shared_ptr<Buffer>> CudaDevice::Allocate(uint64_t size,
   if (!s.ok()) {
     if (s.code() == absl::StatusCode::kResourceExhausted) {
       const MemoryInfo m = memory();
-      return absl::ResourceExhaustedError(
-          absl::StrCat("CUDA device ", ordinal_, " cannot allocate ", size,
-                       " bytes (", m.free_bytes, " of ", m.total_bytes,
-                       " free)"));
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "CUDA device ", ordinal_, " cannot allocate ", size, " bytes (",
+          m.free_bytes, " of ", m.total_bytes, " free)"));
     }
     return s;
   }
@@ -454,9 +473,9 @@ absl::Status CudaDevice::Zero(CUdeviceptr ptr, uint64_t bytes) {
       return s;
     }
   }
-  if (absl::Status s = Check(
-          driver_->cuMemsetD32Async(ptr, 0, bytes / 4, zero_stream_),
-          "cuMemsetD32Async");
+  if (absl::Status s =
+          Check(driver_->cuMemsetD32Async(ptr, 0, bytes / 4, zero_stream_),
+                "cuMemsetD32Async");
       !s.ok()) {
     return s;
   }

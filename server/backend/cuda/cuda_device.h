@@ -11,10 +11,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
-#include "server/backend/cuda/cuda_objects.h"
 #include "absl/synchronization/mutex.h"
 #include "server/backend/cuda/cuda_dispatcher.h"
 #include "server/backend/cuda/cuda_driver.h"
+#include "server/backend/cuda/cuda_objects.h"
 #include "server/backend/cuda/cuda_pools.h"
 #include "server/backend/cuda/cuda_status.h"
 #include "server/backend/device.h"
@@ -73,6 +73,8 @@ class CudaDevice : public Device {
   absl::Status failure();
   // A driver call failed: fatal codes fail the device. Returns the status.
   absl::Status Check(CUresult r, const char* call);
+  // Check() for calls nobody can act on (releases, polls): also logs.
+  void Warn(CUresult r, const char* call);
 
   util::SerialExecutor& cleanup() { return *cleanup_; }
   CudaDispatcher& dispatcher() { return *dispatcher_; }

@@ -21,12 +21,12 @@ absl::StatusOr<std::unique_ptr<CudaDriver>> CudaDriver::Load(
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* why = dlerror();
-    return absl::UnavailableError(absl::StrCat(
-        "cannot load the CUDA driver library ", path, ": ",
-        why != nullptr ? why : "dlopen failed"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot load the CUDA driver library ", path, ": ",
+                     why != nullptr ? why : "dlopen failed"));
   }
-  auto get_proc = reinterpret_cast<GetProcAddressFn>(
-      dlsym(handle, "cuGetProcAddress_v2"));
+  auto get_proc =
+      reinterpret_cast<GetProcAddressFn>(dlsym(handle, "cuGetProcAddress_v2"));
   if (get_proc == nullptr) {
     dlclose(handle);
     return absl::UnimplementedError(
@@ -37,18 +37,18 @@ absl::StatusOr<std::unique_ptr<CudaDriver>> CudaDriver::Load(
   auto driver = std::make_unique<CudaDriver>();
   driver->path = path;
   CUdriverProcAddressQueryResult found;
-#define GPUSTREAM_CUDA_RESOLVE(name)                                         \
-  {                                                                          \
-    void* fn = nullptr;                                                      \
-    CUresult r = get_proc(#name, &fn, CUDA_VERSION,                          \
-                          CU_GET_PROC_ADDRESS_DEFAULT, &found);              \
-    if (r != CUDA_SUCCESS || fn == nullptr ||                                \
-        found != CU_GET_PROC_ADDRESS_SUCCESS) {                              \
-      return absl::UnimplementedError(absl::StrCat(                          \
-          "the CUDA driver ", path, " does not provide " #name " (CUDA ",    \
-          CUDA_VERSION / 1000, ".", CUDA_VERSION % 1000 / 10, " ABI)"));     \
-    }                                                                        \
-    driver->name = reinterpret_cast<decltype(driver->name)>(fn);             \
+#define GPUSTREAM_CUDA_RESOLVE(name)                                      \
+  {                                                                       \
+    void* fn = nullptr;                                                   \
+    CUresult r = get_proc(#name, &fn, CUDA_VERSION,                       \
+                          CU_GET_PROC_ADDRESS_DEFAULT, &found);           \
+    if (r != CUDA_SUCCESS || fn == nullptr ||                             \
+        found != CU_GET_PROC_ADDRESS_SUCCESS) {                           \
+      return absl::UnimplementedError(absl::StrCat(                       \
+          "the CUDA driver ", path, " does not provide " #name " (CUDA ", \
+          CUDA_VERSION / 1000, ".", CUDA_VERSION % 1000 / 10, " ABI)"));  \
+    }                                                                     \
+    driver->name = reinterpret_cast<decltype(driver->name)>(fn);          \
   }
   GPUSTREAM_CUDA_ENTRY_POINTS(GPUSTREAM_CUDA_RESOLVE)
 #undef GPUSTREAM_CUDA_RESOLVE

@@ -42,16 +42,15 @@ absl::StatusOr<std::unique_ptr<CudaModule>> CudaModule::Load(
       return s;
     }
     for (const auto& b : binary) {
-      kernel.signature_.layout.push_back({static_cast<uint32_t>(b.size),
-                                          static_cast<uint32_t>(b.offset)});
+      kernel.signature_.layout.push_back(
+          {static_cast<uint32_t>(b.size), static_cast<uint32_t>(b.offset)});
     }
     int max_threads = 0, static_shared = 0, max_dynamic = 0;
     driver.cuFuncGetAttribute(&max_threads,
                               CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
                               kernel.function());
-    driver.cuFuncGetAttribute(&static_shared,
-                              CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
-                              kernel.function());
+    driver.cuFuncGetAttribute(
+        &static_shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, kernel.function());
     driver.cuFuncGetAttribute(&max_dynamic,
                               CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                               kernel.function());
@@ -83,11 +82,10 @@ absl::Status CudaModule::Reload() {
     CUfunction fn = nullptr;
     r = driver.cuModuleGetFunction(&fn, module, name.c_str());
     if (r != CUDA_SUCCESS) {
-      return absl::NotFoundError(
-          absl::StrCat(origin_, ": the manifest declares kernel ", name,
-                       ", which the image lacks (",
-                       ToStatus(r, "cuModuleGetFunction", &driver).message(),
-                       ")"));
+      return absl::NotFoundError(absl::StrCat(
+          origin_, ": the manifest declares kernel ", name,
+          ", which the image lacks (",
+          ToStatus(r, "cuModuleGetFunction", &driver).message(), ")"));
     }
     kernel->function_.store(fn, std::memory_order_release);
   }
@@ -98,8 +96,8 @@ absl::StatusOr<const Kernel*> CudaModule::FindKernel(
     absl::string_view name) const {
   auto it = kernels_.find(name);
   if (it == kernels_.end()) {
-    return absl::NotFoundError(absl::StrCat("module ", info_.name,
-                                            " has no kernel '", name, "'"));
+    return absl::NotFoundError(
+        absl::StrCat("module ", info_.name, " has no kernel '", name, "'"));
   }
   return it->second.get();
 }

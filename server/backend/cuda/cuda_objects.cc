@@ -26,15 +26,17 @@ CudaBuffer::~CudaBuffer() {
   if (epoch_ != device_->epoch() || !device_->MakeCurrent().ok()) return;
   const CudaDriver& driver = device_->driver();
   if (kind_ == MemoryKind::kDevice) {
-    device_->Check(driver.cuMemFree(ptr_), "cuMemFree");
+    device_->Warn(driver.cuMemFree(ptr_), "cuMemFree");
   } else {
-    device_->Check(driver.cuMemFreeHost(host_), "cuMemFreeHost");
+    device_->Warn(driver.cuMemFreeHost(host_), "cuMemFreeHost");
   }
 }
 
 // --- Events -----------------------------------------------------------------
 
-CudaEventPoint::~CudaEventPoint() { device->events().Put(event, timing, epoch); }
+CudaEventPoint::~CudaEventPoint() {
+  device->events().Put(event, timing, epoch);
+}
 
 bool PointComplete(CudaDevice& device, CudaEventPoint& point) {
   if (!point.issued.load(std::memory_order_acquire)) return device.failed();
@@ -42,7 +44,7 @@ bool PointComplete(CudaDevice& device, CudaEventPoint& point) {
   if (!device.MakeCurrent().ok()) return true;
   CUresult r = device.driver().cuEventQuery(point.event);
   if (r == CUDA_ERROR_NOT_READY) return false;
-  if (r != CUDA_SUCCESS) device.Check(r, "cuEventQuery");
+  device.Warn(r, "cuEventQuery");
   return true;
 }
 
@@ -116,8 +118,8 @@ uint64_t CudaFlag::Load() {
 void CudaFlag::Store(uint64_t value) {
   // Release: data the host wrote before signalling is visible to work the
   // signal releases.
-  std::atomic_ref<uint64_t>(*slot_.host).store(value,
-                                               std::memory_order_release);
+  std::atomic_ref<uint64_t>(*slot_.host)
+      .store(value, std::memory_order_release);
   Notify(value);
   device_->dispatcher().Wake();  // Waits the daemon holds may go.
 }
@@ -194,9 +196,8 @@ void CudaFlag::AddNativeWait(NativeWait wait) {
   // Forget waits already passed, so the list stays as short as the waits
   // actually pending.
   if (native_waits_.size() >= 64) {
-    std::erase_if(native_waits_, [](NativeWait& w) {
-      return w.queue->Passed(w.index);
-    });
+    std::erase_if(native_waits_,
+                  [](NativeWait& w) { return w.queue->Passed(w.index); });
   }
   native_waits_.push_back(std::move(wait));
 }

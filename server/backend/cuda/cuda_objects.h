@@ -55,8 +55,7 @@ class CudaBuffer : public Buffer {
 // daemon behind its own queue's work). The CUevent returns to the pool when
 // the last holder lets go, which is after the record has completed.
 struct CudaEventPoint {
-  CudaEventPoint(CudaDevice* device, CUevent event, bool timing,
-                 uint64_t epoch)
+  CudaEventPoint(CudaDevice* device, CUevent event, bool timing, uint64_t epoch)
       : device(device), event(event), timing(timing), epoch(epoch) {}
   ~CudaEventPoint();
   CudaDevice* const device;

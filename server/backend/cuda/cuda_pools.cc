@@ -40,7 +40,7 @@ void CudaEventPool::Put(CUevent event, bool timing, uint64_t epoch) {
     }
   }
   device_->Release(epoch, [device = device_, event] {
-    device->Check(device->driver().cuEventDestroy(event), "cuEventDestroy");
+    device->Warn(device->driver().cuEventDestroy(event), "cuEventDestroy");
   });
 }
 
@@ -92,7 +92,7 @@ void CudaStagingPool::Put(Staging staging) {
     }
   }
   device_->Release(staging.epoch, [device = device_, host = staging.host] {
-    device->Check(device->driver().cuMemFreeHost(host), "cuMemFreeHost");
+    device->Warn(device->driver().cuMemFreeHost(host), "cuMemFreeHost");
   });
 }
 
@@ -119,11 +119,11 @@ absl::StatusOr<CudaSlotAllocator::Slot> CudaSlotAllocator::Get() {
     if (absl::Status s = device_->MakeCurrent(); !s.ok()) return s;
     const CudaDriver& driver = device_->driver();
     void* slab = nullptr;
-    absl::Status s = device_->Check(
-        driver.cuMemHostAlloc(&slab, kSlabBytes,
-                              CU_MEMHOSTALLOC_DEVICEMAP |
-                                  CU_MEMHOSTALLOC_PORTABLE),
-        "cuMemHostAlloc (flag slab)");
+    absl::Status s =
+        device_->Check(driver.cuMemHostAlloc(&slab, kSlabBytes,
+                                             CU_MEMHOSTALLOC_DEVICEMAP |
+                                                 CU_MEMHOSTALLOC_PORTABLE),
+                       "cuMemHostAlloc (flag slab)");
     if (!s.ok()) return s;
     CUdeviceptr base = 0;
     s = device_->Check(driver.cuMemHostGetDevicePointer(&base, slab, 0),

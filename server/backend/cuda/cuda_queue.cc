@@ -32,8 +32,8 @@ absl::Status CudaQueue::Launch(const Kernel& kernel, const LaunchConfig& config,
   op.issue = [&cuda_kernel, config, block](CudaQueueCore& q) {
     return q.device().Check(
         q.device().driver().cuLaunchKernel(
-            cuda_kernel.function(), config.grid.x, config.grid.y,
-            config.grid.z, config.block.x, config.block.y, config.block.z,
+            cuda_kernel.function(), config.grid.x, config.grid.y, config.grid.z,
+            config.block.x, config.block.y, config.block.z,
             config.shared_memory_bytes, q.stream(), block->pointers.data(),
             nullptr),
         "cuLaunchKernel");
@@ -106,10 +106,9 @@ absl::Status CudaQueue::Fill(std::shared_ptr<Buffer> dst, uint64_t offset,
                              uint64_t size, uint32_t value) {
   CudaQueueCore::Op op;
   op.issue = [dst, offset, size, value](CudaQueueCore& q) {
-    return q.device().Check(
-        q.device().driver().cuMemsetD32Async(Ptr(dst, offset), value, size / 4,
-                                             q.stream()),
-        "cuMemsetD32Async");
+    return q.device().Check(q.device().driver().cuMemsetD32Async(
+                                Ptr(dst, offset), value, size / 4, q.stream()),
+                            "cuMemsetD32Async");
   };
   op.done = [dst](absl::Status) {};
   return core_->Submit(std::move(op));
@@ -161,8 +160,8 @@ absl::Status CudaQueue::WaitQueue(Queue& other) {
   CudaDevice& device = core_->device();
   auto event = device.events().Get(/*timing=*/false);
   if (!event.ok()) return event.status();
-  auto point = std::make_shared<CudaEventPoint>(&device, *event, false,
-                                                device.epoch());
+  auto point =
+      std::make_shared<CudaEventPoint>(&device, *event, false, device.epoch());
   if (absl::Status s = static_cast<CudaQueue&>(other).Record(point); !s.ok()) {
     return s;
   }
@@ -182,27 +181,28 @@ absl::Status CudaQueue::WaitFlag(std::shared_ptr<Flag> flag_base,
     op.issue = [](CudaQueueCore&) { return absl::OkStatus(); };
     return core_->Submit(std::move(op));
   }
-  op.issue = [flag, value, condition](CudaQueueCore& q)
-                 ABSL_NO_THREAD_SAFETY_ANALYSIS {  // q.mu_ is held.
-    auto progress = q.ProgressSlot();
-    if (!progress.ok()) return progress.status();
-    const CudaDriver& driver = q.device().driver();
-    absl::Status s = q.device().Check(
-        driver.cuStreamWaitValue64(q.stream(), flag->device_ptr(), value,
-                                   condition == WaitCondition::kEqual
-                                       ? CU_STREAM_WAIT_VALUE_EQ
-                                       : CU_STREAM_WAIT_VALUE_GEQ),
-        "cuStreamWaitValue64");
-    if (!s.ok()) return s;
-    // Passing the wait is visible to the releaser through this word.
-    const uint64_t index = q.NextWaitIndex();
-    s = q.device().Check(driver.cuStreamWriteValue64(
-                             q.stream(), progress->device, index, 0),
-                         "cuStreamWriteValue64");
-    if (!s.ok()) return s;
-    flag->AddNativeWait({q.shared_from_this(), index, value});
-    return absl::OkStatus();
-  };
+  op.issue =
+      [flag, value, condition](
+          CudaQueueCore& q) ABSL_NO_THREAD_SAFETY_ANALYSIS {  // q.mu_ is held.
+        auto progress = q.ProgressSlot();
+        if (!progress.ok()) return progress.status();
+        const CudaDriver& driver = q.device().driver();
+        absl::Status s = q.device().Check(
+            driver.cuStreamWaitValue64(q.stream(), flag->device_ptr(), value,
+                                       condition == WaitCondition::kEqual
+                                           ? CU_STREAM_WAIT_VALUE_EQ
+                                           : CU_STREAM_WAIT_VALUE_GEQ),
+            "cuStreamWaitValue64");
+        if (!s.ok()) return s;
+        // Passing the wait is visible to the releaser through this word.
+        const uint64_t index = q.NextWaitIndex();
+        s = q.device().Check(
+            driver.cuStreamWriteValue64(q.stream(), progress->device, index, 0),
+            "cuStreamWriteValue64");
+        if (!s.ok()) return s;
+        flag->AddNativeWait({q.shared_from_this(), index, value});
+        return absl::OkStatus();
+      };
   return core_->Submit(std::move(op));
 }
 

@@ -92,15 +92,18 @@ class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore> {
 
  private:
   struct Pending {
-    uint64_t at;
+    uint64_t at;  // Runs once `completed_` reaches it.
     absl::AnyInvocable<void(absl::Status)> done;
+    bool skipped;  // Enqueued after the sticky error: gets that error.
   };
-  using Callbacks = std::vector<std::pair<absl::AnyInvocable<void(absl::Status)>,
-                                          absl::Status>>;
+  using Callbacks = std::vector<
+      std::pair<absl::AnyInvocable<void(absl::Status)>, absl::Status>>;
 
   // Issues `op` (mu_ held). On error the op is handed back untouched.
   absl::Status IssueLocked(Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status MarkLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Puts the queue on the dispatcher's polling list unless it is there.
+  void TrackLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Issues held work while there is room. Errors become sticky.
   void PumpLocked(Callbacks* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StickLocked(const absl::Status& status, Callbacks* out)
@@ -129,6 +132,7 @@ class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore> {
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool retired_ ABSL_GUARDED_BY(mu_) = false;
   bool destroyed_ ABSL_GUARDED_BY(mu_) = false;
+  bool tracked_ ABSL_GUARDED_BY(mu_) = false;  // On the polling list.
   bool has_progress_ ABSL_GUARDED_BY(mu_) = false;
   CudaSlotAllocator::Slot progress_ ABSL_GUARDED_BY(mu_);
   // progress_.host, readable without mu_ (the releaser holds a flag's lock
@@ -149,13 +153,13 @@ class CudaQueue : public Queue {
                       std::vector<KernelArg> args) override;
   absl::Status Write(std::shared_ptr<Buffer> dst, uint64_t offset,
                      std::string data) override;
-  absl::Status Read(std::shared_ptr<Buffer> src, uint64_t offset,
-                    uint64_t size, ReadDone done) override;
+  absl::Status Read(std::shared_ptr<Buffer> src, uint64_t offset, uint64_t size,
+                    ReadDone done) override;
   absl::Status Copy(std::shared_ptr<Buffer> src, uint64_t src_offset,
                     std::shared_ptr<Buffer> dst, uint64_t dst_offset,
                     uint64_t size) override;
-  absl::Status Fill(std::shared_ptr<Buffer> dst, uint64_t offset,
-                    uint64_t size, uint32_t value) override;
+  absl::Status Fill(std::shared_ptr<Buffer> dst, uint64_t offset, uint64_t size,
+                    uint32_t value) override;
   absl::Status RecordEvent(std::shared_ptr<Event> event) override;
   absl::Status WaitEvent(std::shared_ptr<Event> event) override;
   absl::Status WaitQueue(Queue& other) override;

@@ -24,7 +24,7 @@ CudaQueueCore::~CudaQueueCore() {
   // Nothing refers to the stream any more; CUDA releases a stream destroyed
   // with work pending once that work is done.
   device_->Release(epoch_, [device = device_, stream = stream_] {
-    device->Check(device->driver().cuStreamDestroy(stream), "cuStreamDestroy");
+    device->Warn(device->driver().cuStreamDestroy(stream), "cuStreamDestroy");
   });
 }
 
@@ -35,20 +35,26 @@ absl::Status CudaQueueCore::Submit(Op op) {
   {
     absl::MutexLock lock(&mu_);
     if (!error_.ok()) {
-      // Skipped, as everything after a sticky error; callbacks see it.
-      if (op.done) callbacks.emplace_back(std::move(op.done), error_);
+      // Skipped, as everything after a sticky error; its callback sees the
+      // error once the work already on the stream has completed (so that
+      // OnIdle still means idle).
+      if (op.done) {
+        if (completed_ == issued_) {
+          callbacks.emplace_back(std::move(op.done), error_);
+        } else {
+          pending_.push_back({issued_, std::move(op.done), /*skipped=*/true});
+        }
+      }
     } else if (held_.empty() && issued_ - completed_ < kBudget &&
                (!op.ready || op.ready())) {
       status = IssueLocked(op);
     } else {
       held_.push_back(std::move(op));
       held = true;
+      TrackLocked();
     }
   }
-  if (held) {
-    device_->Track(shared_from_this());
-    device_->dispatcher().Wake();
-  }
+  if (held) device_->dispatcher().Wake();
   Deliver(std::move(callbacks));
   return status;
 }
@@ -57,13 +63,27 @@ absl::Status CudaQueueCore::IssueLocked(Op& op) {
   if (absl::Status s = op.issue(*this); !s.ok()) return s;
   ++issued_;
   last_issue_ = absl::Now();
-  if (op.done) pending_.push_back({issued_, std::move(op.done)});
+  if (op.done) pending_.push_back({issued_, std::move(op.done), false});
+  // Polled from now on: unmarked work gets marked, a stream that faults is
+  // noticed (its markers never come back).
+  TrackLocked();
   if (op.prompt || issued_ - marked_ >= kMarkerEvery) {
-    if (absl::Status s = MarkLocked(); !s.ok()) return s;
-  } else if (issued_ - marked_ == 1) {
-    device_->Track(shared_from_this());  // The tick marks it soon.
+    // The work is on the stream whatever happens to the marker: a marker
+    // the driver refuses fails the queue (or, fatal, the device), which
+    // completes the pending work with the error.
+    if (absl::Status s = MarkLocked();
+        !s.ok() && s.code() != absl::StatusCode::kAborted) {
+      Callbacks ignored;  // Only held work, and none is behind this op yet.
+      StickLocked(s, &ignored);
+    }
   }
   return absl::OkStatus();
+}
+
+void CudaQueueCore::TrackLocked() {
+  if (tracked_) return;
+  tracked_ = true;
+  device_->Track(shared_from_this());
 }
 
 absl::Status CudaQueueCore::MarkLocked() {
@@ -121,8 +141,8 @@ void CudaQueueCore::OnIdle(absl::AnyInvocable<void(absl::Status)> done) {
     return;
   }
   // A no-op behind everything enqueued so far, marked at once.
-  auto shared = std::make_shared<absl::AnyInvocable<void(absl::Status)>>(
-      std::move(done));
+  auto shared =
+      std::make_shared<absl::AnyInvocable<void(absl::Status)>>(std::move(done));
   Op op;
   op.issue = [](CudaQueueCore&) { return absl::OkStatus(); };
   op.done = [self = shared_from_this(), shared](absl::Status s) {
@@ -149,7 +169,8 @@ void CudaQueueCore::Fail(const absl::Status& status) {
     absl::MutexLock lock(&mu_);
     StickLocked(status, &callbacks);
     // No marker will come back from a failed context.
-    for (Pending& p : pending_) callbacks.emplace_back(std::move(p.done), status);
+    for (Pending& p : pending_)
+      callbacks.emplace_back(std::move(p.done), status);
     pending_.clear();
     completed_ = issued_;
     marked_ = issued_;
@@ -183,7 +204,7 @@ void CudaQueueCore::MaybeDestroyLocked() {
   if (destroyed_ || !retired_ || !IdleLocked()) return;
   destroyed_ = true;
   device_->Release(epoch_, [device = device_, stream = stream_] {
-    device->Check(device->driver().cuStreamDestroy(stream), "cuStreamDestroy");
+    device->Warn(device->driver().cuStreamDestroy(stream), "cuStreamDestroy");
   });
 }
 
@@ -193,9 +214,12 @@ void CudaQueueCore::Completed(uint64_t count) {
     absl::MutexLock lock(&mu_);
     if (count <= completed_) return;
     completed_ = count;
-    const absl::Status status = cancelled_ ? error_ : absl::OkStatus();
+    // Work that ran reports OK, unless teardown cancelled the queue (the
+    // caller waited for an outcome that no longer matters).
+    const absl::Status ran = cancelled_ ? error_ : absl::OkStatus();
     while (!pending_.empty() && pending_.front().at <= completed_) {
-      callbacks.emplace_back(std::move(pending_.front().done), status);
+      Pending& p = pending_.front();
+      callbacks.emplace_back(std::move(p.done), p.skipped ? error_ : ran);
       pending_.pop_front();
     }
     PumpLocked(&callbacks);
@@ -226,6 +250,7 @@ bool CudaQueueCore::Tick() {
     }
     MaybeDestroyLocked();
     busy = !IdleLocked() && !destroyed_;
+    if (!busy) tracked_ = false;  // Submit tracks it again when needed.
   }
   Deliver(std::move(callbacks));
   return busy;
