@@ -5,9 +5,9 @@
 #include <cstdint>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "server/backend/flag.h"
+#include "server/backend/flag_waiters.h"
 
 namespace gpustream::backend {
 
@@ -17,7 +17,7 @@ class CpuFlag : public Flag {
   void Store(uint64_t value) override;
   WaitId AsyncWait(uint64_t value, WaitCondition condition,
                    WaitDone done) override;
-  void CancelWait(WaitId id) override;
+  void CancelWait(WaitId id) override { waiters_.Cancel(id); }
   void Release(const absl::Status& reason) override;
 
   // Blocks the calling queue worker until the condition holds or the flag is
@@ -25,18 +25,10 @@ class CpuFlag : public Flag {
   void BlockUntil(uint64_t value, WaitCondition condition);
 
  private:
-  struct Waiter {
-    uint64_t value;
-    WaitCondition condition;
-    WaitDone done;
-  };
-
-  absl::Mutex mu_;
+  absl::Mutex mu_;  // Guards the value for the workers blocked on it.
   uint64_t value_ ABSL_GUARDED_BY(mu_) = 0;
   bool released_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status release_reason_ ABSL_GUARDED_BY(mu_);
-  WaitId next_wait_id_ ABSL_GUARDED_BY(mu_) = 1;
-  absl::flat_hash_map<WaitId, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
+  FlagWaiters waiters_;
 };
 
 }  // namespace gpustream::backend

@@ -19,19 +19,19 @@ namespace gpustream::backend {
 struct CudaDriver {
 #define GPUSTREAM_CUDA_ENTRY_POINTS(X)                                         \
   X(cuInit)                                                                    \
-  X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(               \
-      cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceTotalMem)  \
-      X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) X(                   \
-          cuDevicePrimaryCtxRelease) X(cuDevicePrimaryCtxReset)                \
-          X(cuCtxSetCurrent) X(cuCtxGetStreamPriorityRange) X(                 \
-              cuStreamCreateWithPriority) X(cuStreamDestroy) X(cuStreamQuery)  \
-              X(cuStreamSynchronize) X(cuStreamWaitEvent)                      \
-                  X(cuStreamWaitValue64) X(cuStreamWriteValue64) X(            \
-                      cuLaunchHostFunc) X(cuLaunchKernel) X(cuEventCreate)     \
-                      X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery)       \
-                          X(cuEventElapsedTime) X(cuMemAlloc) X(cuMemFree)     \
-                              X(cuMemHostAlloc) X(cuMemFreeHost) X(            \
-                                  cuMemHostGetDevicePointer) X(cuMemGetInfo)   \
+  X(cuDriverGetVersion)                                                        \
+  X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGetCount) X(cuDeviceGet) X(  \
+      cuDeviceGetName) X(cuDeviceTotalMem) X(cuDeviceGetAttribute)             \
+      X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(              \
+          cuDevicePrimaryCtxReset) X(cuCtxSetCurrent)                          \
+          X(cuCtxGetStreamPriorityRange) X(cuStreamCreateWithPriority) X(      \
+              cuStreamDestroy) X(cuStreamQuery) X(cuStreamSynchronize)         \
+              X(cuStreamWaitEvent) X(cuStreamWaitValue64) X(                   \
+                  cuStreamWriteValue64) X(cuLaunchHostFunc) X(cuLaunchKernel)  \
+                  X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)          \
+                      X(cuEventQuery) X(cuEventElapsedTime) X(cuMemAlloc)      \
+                          X(cuMemFree) X(cuMemHostAlloc) X(cuMemFreeHost)      \
+                              X(cuMemHostGetDevicePointer) X(cuMemGetInfo)     \
                                   X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X( \
                                       cuMemcpyDtoDAsync) X(cuMemsetD32Async)   \
                                       X(cuModuleLoadData) X(cuModuleUnload)    \

@@ -120,73 +120,28 @@ void CudaFlag::Store(uint64_t value) {
   // signal releases.
   std::atomic_ref<uint64_t>(*slot_.host)
       .store(value, std::memory_order_release);
-  Notify(value);
+  waiters_.Notify(value);
   device_->dispatcher().Wake();  // Waits the daemon holds may go.
 }
 
-void CudaFlag::Changed() { Notify(Load()); }
-
-void CudaFlag::Notify(uint64_t value) {
-  std::vector<WaitDone> ready;
-  {
-    absl::MutexLock lock(&mu_);
-    for (auto it = waiters_.begin(); it != waiters_.end();) {
-      if (Satisfies(value, it->second.value, it->second.condition)) {
-        ready.push_back(std::move(it->second.done));
-        waiters_.erase(it++);
-      } else {
-        ++it;
-      }
-    }
-  }
-  for (auto& done : ready) done(value);
-}
+void CudaFlag::Changed() { waiters_.Notify(Load()); }
 
 Flag::WaitId CudaFlag::AsyncWait(uint64_t value, WaitCondition condition,
                                  WaitDone done) {
-  absl::StatusOr<uint64_t> result;
-  {
-    absl::MutexLock lock(&mu_);
-    const uint64_t now = Load();
-    if (released_) {
-      result = release_reason_;
-    } else if (Satisfies(now, value, condition)) {
-      result = now;
-    } else {
-      const WaitId id = next_wait_id_++;
-      waiters_.emplace(id, Waiter{value, condition, std::move(done)});
-      return id;
-    }
-  }
-  done(std::move(result));
-  return 0;
-}
-
-void CudaFlag::CancelWait(WaitId id) {
-  absl::MutexLock lock(&mu_);
-  waiters_.erase(id);
-}
-
-bool CudaFlag::released() {
-  absl::MutexLock lock(&mu_);
-  return released_;
+  return waiters_.Add([this] { return Load(); }, value, condition,
+                      std::move(done));
 }
 
 void CudaFlag::Release(const absl::Status& reason) {
-  absl::flat_hash_map<WaitId, Waiter> waiters;
+  if (!waiters_.Release(reason)) return;
   bool device_waits;
   {
     absl::MutexLock lock(&mu_);
-    if (released_) return;
-    released_ = true;
-    release_reason_ = reason;
-    waiters.swap(waiters_);
     device_waits = !native_waits_.empty();
     releasing_ = 0;
     releasing_since_ = absl::InfinitePast();
     release_deadline_ = absl::Now() + kReleaseLimit;
   }
-  for (auto& [id, waiter] : waiters) waiter.done(reason);
   device_->dispatcher().Wake();  // Daemon-held waits on it may go.
   if (device_waits) device_->TrackRelease(shared_from_this());
 }

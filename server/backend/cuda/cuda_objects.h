@@ -16,6 +16,7 @@
 #include "server/backend/cuda/cuda_pools.h"
 #include "server/backend/event.h"
 #include "server/backend/flag.h"
+#include "server/backend/flag_waiters.h"
 
 namespace gpustream::backend {
 
@@ -100,11 +101,11 @@ class CudaFlag : public Flag, public std::enable_shared_from_this<CudaFlag> {
   void Store(uint64_t value) override;
   WaitId AsyncWait(uint64_t value, WaitCondition condition,
                    WaitDone done) override;
-  void CancelWait(WaitId id) override;
+  void CancelWait(WaitId id) override { waiters_.Cancel(id); }
   void Release(const absl::Status& reason) override;
 
   CUdeviceptr device_ptr() const { return slot_.device; }
-  bool released();
+  bool released() { return waiters_.released(); }
   // A stream stored into the flag: wake host waiters it satisfies.
   void Changed();
 
@@ -122,20 +123,10 @@ class CudaFlag : public Flag, public std::enable_shared_from_this<CudaFlag> {
   bool StepRelease();
 
  private:
-  struct Waiter {
-    uint64_t value;
-    WaitCondition condition;
-    WaitDone done;
-  };
-  void Notify(uint64_t value);
-
   CudaDevice* const device_;
   const CudaSlotAllocator::Slot slot_;
-  absl::Mutex mu_;
-  bool released_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status release_reason_ ABSL_GUARDED_BY(mu_);
-  WaitId next_wait_id_ ABSL_GUARDED_BY(mu_) = 1;
-  absl::flat_hash_map<WaitId, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
+  FlagWaiters waiters_;
+  absl::Mutex mu_;  // The device-side waits and their release.
   std::vector<NativeWait> native_waits_ ABSL_GUARDED_BY(mu_);
   size_t releasing_ ABSL_GUARDED_BY(mu_) = 0;  // Index into native_waits_.
   absl::Time releasing_since_ ABSL_GUARDED_BY(mu_);
