@@ -41,7 +41,8 @@ class Device {
   virtual const DeviceInfo& info() const = 0;
   virtual MemoryInfo memory() = 0;
 
-  // Set once, before any object is created.
+  // Set before any object is created; a null handler (the owner going
+  // away) stops later calls.
   virtual void SetFatalErrorHandler(FatalErrorHandler handler) = 0;
   // After a fatal error, once every session on the device has been torn
   // down: resets the device (CUDA: the primary context) so that new objects

@@ -33,6 +33,10 @@ absl::StatusOr<std::unique_ptr<ServerCore>> ServerCore::Create(
   return core;
 }
 
+ServerCore::~ServerCore() {
+  for (auto& device : devices_) device->SetFatalErrorHandler(nullptr);
+}
+
 std::vector<absl::Status> ServerCore::RefusedModules() const {
   std::vector<absl::Status> out;
   for (const auto& registry : registries_) {

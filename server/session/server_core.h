@@ -63,6 +63,9 @@ class ServerCore {
   absl::StatusOr<std::shared_ptr<Session>> FindSession(
       const Principal& who, const std::string& session_id);
 
+  // Stops device failure reports reaching a core being destroyed.
+  ~ServerCore();
+
   // From now on every request fails with UNAVAILABLE.
   void BeginShutdown() { shutting_down_.store(true); }
   bool shutting_down() const { return shutting_down_.load(); }

@@ -168,7 +168,8 @@ MemoryInfo CudaDevice::memory() {
 
 void CudaDevice::SetFatalErrorHandler(FatalErrorHandler handler) {
   absl::MutexLock lock(&mu_);
-  on_fatal_ = std::move(handler);
+  on_fatal_ = handler ? std::make_shared<FatalErrorHandler>(std::move(handler))
+                      : nullptr;
 }
 
 absl::Status CudaDevice::failure() {
@@ -192,7 +193,7 @@ void CudaDevice::Warn(CUresult r, const char* call) {
 }
 
 void CudaDevice::Fail(absl::Status status) {
-  FatalErrorHandler* handler = nullptr;
+  std::shared_ptr<FatalErrorHandler> handler;
   std::vector<std::shared_ptr<CudaQueueCore>> queues;
   std::vector<EventWatch> watches;
   {
@@ -207,11 +208,10 @@ void CudaDevice::Fail(absl::Status status) {
     tracked_.clear();
     watches.swap(event_watches_);
     releasing_.clear();
-    handler = on_fatal_ ? &on_fatal_ : nullptr;
+    handler = on_fatal_;
   }
   std::cerr << "gpustreamd: " << status.message() << std::endl;
   // On the dispatcher: the caller may hold a queue's lock (a failed launch).
-  // The handler is set once before any object exists and never changes.
   dispatcher_->Post([queues = std::move(queues), watches = std::move(watches),
                      handler, status]() mutable {
     for (auto& core : queues) core->Fail(status);

@@ -132,7 +132,8 @@ class CudaDevice : public Device {
 
   absl::Mutex mu_;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
-  FatalErrorHandler on_fatal_ ABSL_GUARDED_BY(mu_);
+  // Shared so a call in progress keeps it alive if it is replaced.
+  std::shared_ptr<FatalErrorHandler> on_fatal_ ABSL_GUARDED_BY(mu_);
   std::vector<std::weak_ptr<CudaQueueCore>> tracked_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<CudaFlag>> releasing_ ABSL_GUARDED_BY(mu_);
   std::vector<CudaModule*> modules_ ABSL_GUARDED_BY(mu_);  // For Recover.
