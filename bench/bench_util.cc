@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -133,25 +134,31 @@ SyncFigures MeasureSyncRoundTrips(BenchClient& c, client::Queue& queue, int n) {
   return {latencies[0], latencies[1], latencies[2]};
 }
 
+void PrintSyncFigures(const SyncFigures& s, int width) {
+  std::printf("%-*s %8.1f us median, %8.1f us mean\n", width,
+              "gRPC unary echo (the floor)", s.echo.median_us, s.echo.mean_us);
+  const std::pair<const char*, const Latency*> syncs[] = {
+      {"SynchronizeQueue unary, idle queue", &s.sync_unary},
+      {"queue.synchronize() on the Submit stream", &s.sync_stream}};
+  for (const auto& [label, l] : syncs) {
+    std::printf("%-*s %8.1f us median, %8.1f us mean  (%.2fx echo)\n", width,
+                label, l->median_us, l->mean_us,
+                l->median_us / s.echo.median_us);
+  }
+}
+
 double SubmitNoopLaunchRate(client::Queue& queue, int n,
                             absl::Duration budget) {
   // Warm the stream (and the backend's first launch) outside the timing.
   for (int i = 0; i < 1000; ++i) queue.launch("samples", "noop", {1}, {1}, {});
   Check(queue.synchronize(kDrainTimeout), "warm-up launches");
   const absl::Time start = absl::Now();
-  const absl::Time deadline = start + budget;
-  int launched = 0;
-  while (launched < n) {
-    // The clock is read once per 1,024 launches: it costs more than one.
-    const int batch = std::min(n - launched, 1024);
-    for (int i = 0; i < batch; ++i) {
-      queue.launch("samples", "noop", {1}, {1}, {});
-    }
-    launched += batch;
-    if (absl::Now() >= deadline) break;
-  }
+  absl::StatusOr<int> launched = RepeatUntil(n, start + budget, [&] {
+    queue.launch("samples", "noop", {1}, {1}, {});
+    return absl::OkStatus();  // Failures come back at the synchronize.
+  });
   Check(queue.synchronize(kDrainTimeout), "pipelined launches");
-  return launched / absl::ToDoubleSeconds(absl::Now() - start);
+  return *launched / absl::ToDoubleSeconds(absl::Now() - start);
 }
 
 }  // namespace gpustream::bench

@@ -5,12 +5,15 @@
 #ifndef GPUSTREAM_BENCH_BENCH_UTIL_H_
 #define GPUSTREAM_BENCH_BENCH_UTIL_H_
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/echo.grpc.pb.h"
 #include "client/gpustream.h"
@@ -85,6 +88,27 @@ struct SyncFigures {
 // The three round trips on the idle `queue` of `c`, `n` times each,
 // interleaved.
 SyncFigures MeasureSyncRoundTrips(BenchClient& c, client::Queue& queue, int n);
+
+// Prints the three, one line each with each synchronize's ratio to the
+// echo, labels padded to `width` columns.
+void PrintSyncFigures(const SyncFigures& s, int width);
+
+// Calls `op` (returning absl::Status) `n` times, or fewer once `deadline`
+// has passed. The clock is read once per 1,024 calls: it costs about as
+// much as a launch. Returns the calls made, or the first error.
+template <typename Op>
+absl::StatusOr<int> RepeatUntil(int n, absl::Time deadline, Op op) {
+  int done = 0;
+  while (done < n) {
+    const int batch = std::min(n - done, 1024);
+    for (int i = 0; i < batch; ++i) {
+      if (absl::Status s = op(); !s.ok()) return s;
+    }
+    done += batch;
+    if (absl::Now() >= deadline) break;
+  }
+  return done;
+}
 
 // Launches/s of `n` pipelined `samples.noop` launches on `queue` followed by
 // one synchronize, after a warm-up. Stops launching early (the rate counts

@@ -44,6 +44,9 @@ ABSL_FLAG(int, launches, 200000, "Launches per launch-rate figure");
 ABSL_FLAG(int, round_trips, 2000,
           "Rounds per latency figure (flag-gated starts, synchronize round "
           "trips)");
+ABSL_FLAG(bool, probe, false,
+          "Only open the driver and device 0 and print what was found: exit "
+          "0 where CUDA is usable, 1 where not (for scripts)");
 
 namespace gpustream::bench {
 namespace {
@@ -175,9 +178,10 @@ absl::StatusOr<std::unique_ptr<Native>> Native::Open(const std::string& path) {
   d.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
                          n->device_);
   d.cuDriverGetVersion(&version);
-  n->description_ =
-      absl::StrFormat("%s (sm_%d%d), CUDA driver %d.%d [%s]", name, major,
-                      minor, version / 1000, version % 1000 / 10, path);
+  // The library's file name: a full path would swamp the summary line.
+  n->description_ = absl::StrFormat(
+      "%s (sm_%d%d), CUDA driver %d.%d [%s]", name, major, minor,
+      version / 1000, version % 1000 / 10, path.substr(path.rfind('/') + 1));
   return n;
 }
 
@@ -209,23 +213,14 @@ absl::StatusOr<double> Native::NoopLaunchRate(int n) {
     return s;
   }
   const absl::Time start = absl::Now();
-  const absl::Time deadline = start + kFigureBudget;
-  int launched = 0;
-  while (launched < n) {
-    // The clock is read once per 1,024 launches: it costs about as much.
-    const int batch = std::min(n - launched, 1024);
-    for (int i = 0; i < batch; ++i) {
-      if (absl::Status s = launch(); !s.ok()) return s;
-    }
-    launched += batch;
-    if (absl::Now() >= deadline) break;
-  }
+  absl::StatusOr<int> launched = RepeatUntil(n, start + kFigureBudget, launch);
+  if (!launched.ok()) return launched.status();
   if (absl::Status s =
           Check(d.cuStreamSynchronize(stream_), "cuStreamSynchronize");
       !s.ok()) {
     return s;
   }
-  return launched / absl::ToDoubleSeconds(absl::Now() - start);
+  return *launched / absl::ToDoubleSeconds(absl::Now() - start);
 }
 
 absl::StatusOr<std::vector<double>> Native::FlagGatedStartUs(int rounds) {
@@ -238,34 +233,47 @@ absl::StatusOr<std::vector<double>> Native::FlagGatedStartUs(int rounds) {
         "the device has no 64-bit stream memory operations "
         "(cuStreamWaitValue64)");
   }
-  // Three words of pinned, device-mapped host memory (go, done, counter),
-  // one 64-byte line each: the host spinning on `done` never shares a line
-  // with the device's writes to `counter`.
+  // The go and done words in pinned, device-mapped host memory, one 64-byte
+  // line each, so the host's spinning on `done` never shares a line with
+  // its store to `go`; the counter in device memory. The daemon keeps its
+  // flags and buffers the same way.
   constexpr size_t kLine = 64;
   void* host = nullptr;
+  CUdeviceptr counter = 0;
+  absl::Cleanup release = [&] {
+    d.cuStreamSynchronize(stream_);  // Nothing queued may still use them.
+    if (host != nullptr) d.cuMemFreeHost(host);
+    if (counter != 0) d.cuMemFree(counter);
+  };
   if (absl::Status s =
-          Check(d.cuMemHostAlloc(&host, 3 * kLine, CU_MEMHOSTALLOC_DEVICEMAP),
+          Check(d.cuMemHostAlloc(&host, 2 * kLine, CU_MEMHOSTALLOC_DEVICEMAP),
                 "cuMemHostAlloc");
       !s.ok()) {
     return s;
   }
-  absl::Cleanup free_host = [&] {
-    d.cuStreamSynchronize(stream_);  // Nothing queued may still use it.
-    d.cuMemFreeHost(host);
-  };
-  CUdeviceptr device_base = 0;
-  if (absl::Status s = Check(d.cuMemHostGetDevicePointer(&device_base, host, 0),
+  CUdeviceptr go = 0;
+  if (absl::Status s = Check(d.cuMemHostGetDevicePointer(&go, host, 0),
                              "cuMemHostGetDevicePointer");
       !s.ok()) {
     return s;
   }
+  const CUdeviceptr done = go + kLine;
   auto word = [&](int i) {
     return std::atomic_ref<uint64_t>(
         *reinterpret_cast<uint64_t*>(static_cast<char*>(host) + i * kLine));
   };
-  CUdeviceptr go = device_base, done = device_base + kLine,
-              counter = device_base + 2 * kLine;
-  for (int i = 0; i < 3; ++i) word(i).store(0);
+  word(0).store(0);
+  word(1).store(0);
+  if (absl::Status s =
+          Check(d.cuMemAlloc(&counter, sizeof(uint64_t)), "cuMemAlloc");
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          Check(d.cuMemsetD32Async(counter, 0, 2, stream_), "cuMemsetD32Async");
+      !s.ok()) {
+    return s;
+  }
   uint64_t one = 1;
   void* add_args[] = {&counter, &one};
 
@@ -281,7 +289,7 @@ absl::StatusOr<std::vector<double>> Native::FlagGatedStartUs(int rounds) {
                                  add_args, nullptr),
                 "cuLaunchKernel(add_u64)");
     }
-    // The default flags order the store after the kernel's writes.
+    // Default flags: the store is ordered after the kernel's writes.
     if (s.ok()) {
       s = Check(d.cuStreamWriteValue64(stream_, done, r, 0),
                 "cuStreamWriteValue64");
@@ -302,10 +310,22 @@ absl::StatusOr<std::vector<double>> Native::FlagGatedStartUs(int rounds) {
       }
     }
     us.push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
-    if (word(2).load() != r) {
-      return absl::InternalError(absl::StrCat("round ", r, ": the counter is ",
-                                              word(2).load(), ", not ", r));
-    }
+  }
+  uint64_t count = 0;
+  if (absl::Status s =
+          Check(d.cuMemcpyDtoHAsync(&count, counter, sizeof(count), stream_),
+                "cuMemcpyDtoHAsync");
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          Check(d.cuStreamSynchronize(stream_), "cuStreamSynchronize");
+      !s.ok()) {
+    return s;
+  }
+  if (count != us.size()) {
+    return absl::InternalError(absl::StrCat("add_u64 ran ", count, " times in ",
+                                            us.size(), " rounds"));
   }
   return us;
 }
@@ -325,8 +345,7 @@ std::vector<double> DaemonFlagGatedStartUs(BenchClient& c, int rounds) {
 
   std::vector<double> us;
   const absl::Time deadline = absl::Now() + kFigureBudget;
-  uint64_t r = 1;
-  for (; r <= static_cast<uint64_t>(rounds); ++r) {
+  for (uint64_t r = 1; r <= static_cast<uint64_t>(rounds); ++r) {
     if (absl::Now() >= deadline) break;
     gated.wait_for_host_value(go, r);
     gated.launch("samples", "add_u64", {1}, {1}, {*counter, uint64_t{1}});
@@ -372,21 +391,27 @@ void PrintSummary(const Figures& f, const std::string& device, bool fake) {
               Thousands(f.daemon_launches).c_str(),
               f.daemon_launches / f.native_launches);
   if (f.native_start_skipped.empty()) {
+    // Rounds differ only where a side ran out of its time budget.
+    const std::string rounds_done =
+        f.native_start_us.size() == f.daemon_start_us.size()
+            ? Thousands(f.daemon_start_us.size())
+            : absl::StrCat(Thousands(f.native_start_us.size()), " / ",
+                           Thousands(f.daemon_start_us.size()));
     std::printf(
-        "| flag-gated start to host-visible result, median of %zu / %zu | "
-        "%.1f µs | %.1f µs | %.2fx |\n",
-        f.native_start_us.size(), f.daemon_start_us.size(), native_us,
-        daemon_us, daemon_us / native_us);
+        "| flag-gated start to host-visible result, median of %s | %.1f µs "
+        "| %.1f µs | %.2fx |\n",
+        rounds_done.c_str(), native_us, daemon_us, daemon_us / native_us);
   } else {
     std::printf(
-        "| flag-gated start to host-visible result, median of %zu | n/a | "
+        "| flag-gated start to host-visible result, median of %s | n/a | "
         "%.1f µs | |\n",
-        f.daemon_start_us.size(), daemon_us);
+        Thousands(f.daemon_start_us.size()).c_str(), daemon_us);
   }
   std::printf(
-      "| idle-queue `queue.synchronize()`, median of %d | %.1f µs (gRPC "
+      "| idle-queue `queue.synchronize()`, median of %s | %.1f µs (gRPC "
       "echo) | %.1f µs | %.2fx echo |\n",
-      rounds, f.sync.echo.median_us, f.sync.sync_stream.median_us,
+      Thousands(rounds).c_str(), f.sync.echo.median_us,
+      f.sync.sync_stream.median_us,
       f.sync.sync_stream.median_us / f.sync.echo.median_us);
   std::printf("\ntarget on a GPU: daemon launch rate >= native: %s (%.2fx)%s\n",
               f.daemon_launches >= f.native_launches ? "met" : "NOT met",
@@ -395,6 +420,9 @@ void PrintSummary(const Figures& f, const std::string& device, bool fake) {
 }
 
 int Run() {
+  // Line by line, so that a log (or a pipe to tee) shows each figure as it
+  // comes and in order with errors on stderr.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::thread([] {
     absl::SleepFor(kWatchdog);
     std::fprintf(stderr, "gpu_bench: still running after %s: giving up\n",
@@ -407,10 +435,15 @@ int Run() {
   const int launches = absl::GetFlag(FLAGS_launches);
   const int rounds = absl::GetFlag(FLAGS_round_trips);
   const bool fake = absl::StrContains(driver_path, "fakecuda");
+  const bool probe = absl::GetFlag(FLAGS_probe);
   auto native = Native::Open(driver_path);
   if (!native.ok()) {
     std::printf("gpu_bench: %s\n", native.status().ToString().c_str());
     std::printf("gpu_bench: no CUDA driver: skipped\n");
+    return probe ? 1 : 0;
+  }
+  if (probe) {
+    std::printf("gpu_bench: %s\n", (*native)->Describe().c_str());
     return 0;
   }
   if (fake) {
@@ -458,7 +491,7 @@ int Run() {
   std::vector<double> sorted = f.native_start_us;
   const double native_us = Median(sorted);
   if (f.native_start_skipped.empty()) {
-    std::printf("%-58s %9.1f us median of %zu\n",
+    std::printf("%-58s %8.1f us median of %zu\n",
                 "native: store -> WaitValue64 -> add_u64 -> host sees",
                 native_us, f.native_start_us.size());
   } else {
@@ -469,7 +502,7 @@ int Run() {
   f.daemon_start_us = DaemonFlagGatedStartUs(c, rounds);
   sorted = f.daemon_start_us;
   const double daemon_us = Median(sorted);
-  std::printf("%-58s %9.1f us median of %zu",
+  std::printf("%-58s %8.1f us median of %zu",
               "gpustreamd: signal -> gated add_u64 -> write_flag -> wait",
               daemon_us, f.daemon_start_us.size());
   if (f.native_start_skipped.empty()) {
@@ -478,17 +511,7 @@ int Run() {
   std::printf("\n");
 
   f.sync = MeasureSyncRoundTrips(c, c.session->default_queue(), rounds);
-  std::printf("%-58s %9.1f us median, %8.1f us mean\n",
-              "gRPC unary echo (the floor)", f.sync.echo.median_us,
-              f.sync.echo.mean_us);
-  std::printf("%-58s %9.1f us median, %8.1f us mean  (%.2fx echo)\n",
-              "SynchronizeQueue unary, idle queue", f.sync.sync_unary.median_us,
-              f.sync.sync_unary.mean_us,
-              f.sync.sync_unary.median_us / f.sync.echo.median_us);
-  std::printf("%-58s %9.1f us median, %8.1f us mean  (%.2fx echo)\n",
-              "queue.synchronize() on the Submit stream, idle queue",
-              f.sync.sync_stream.median_us, f.sync.sync_stream.mean_us,
-              f.sync.sync_stream.median_us / f.sync.echo.median_us);
+  PrintSyncFigures(f.sync, 58);
 
   PrintSummary(f, device, fake);
   return 0;

@@ -31,11 +31,14 @@ double InProcessLaunchRate(int n) {
   auto queue = *device.CreateQueue({});
   backend::LaunchConfig config;
   const absl::Time start = absl::Now();
-  for (int i = 0; i < n; ++i) queue->Launch(noop, config, {});
+  absl::Status launched;  // The first failure, if any (Update keeps it).
+  for (int i = 0; i < n; ++i) launched.Update(queue->Launch(noop, config, {}));
   absl::Notification idle;
   queue->OnIdle([&](absl::Status) { idle.Notify(); });
   idle.WaitForNotification();
-  return n / absl::ToDoubleSeconds(absl::Now() - start);
+  const double rate = n / absl::ToDoubleSeconds(absl::Now() - start);
+  Check(launched, "in-process launches");
+  return rate;
 }
 
 struct TransportFigures {
@@ -70,19 +73,8 @@ int Run() {
   const char* names[] = {"unix socket", "TCP 127.0.0.1"};
   for (int t = 0; t < 2; ++t) {
     TransportFigures f = MeasureTransport(daemon.addresses()[t]);
-    const SyncFigures& s = f.sync;
     std::printf("\n[%s]\n", names[t]);
-    std::printf("%-48s %8.1f us median, %8.1f us mean\n",
-                "gRPC unary echo (the floor)", s.echo.median_us,
-                s.echo.mean_us);
-    std::printf("%-48s %8.1f us median, %8.1f us mean  (%.2fx echo)\n",
-                "SynchronizeQueue unary, idle queue", s.sync_unary.median_us,
-                s.sync_unary.mean_us,
-                s.sync_unary.median_us / s.echo.median_us);
-    std::printf("%-48s %8.1f us median, %8.1f us mean  (%.2fx echo)\n",
-                "queue.synchronize() on the Submit stream",
-                s.sync_stream.median_us, s.sync_stream.mean_us,
-                s.sync_stream.median_us / s.echo.median_us);
+    PrintSyncFigures(f.sync, 48);
     std::printf("%-48s %12.0f launches/s  (%.2fx in-process)\n",
                 "pipelined noop launches via Submit + 1 sync", f.launches_per_s,
                 f.launches_per_s / in_process);

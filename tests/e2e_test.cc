@@ -1,16 +1,27 @@
-// End-to-end tests: gpustreamd as a real process, used over a unix socket
-// and over TCP on 127.0.0.1 through the C++ client library.
+// End-to-end tests: gpustreamd as a real process on every backend, used over
+// a unix socket and over TCP on 127.0.0.1 through the C++ client library and
+// the raw gRPC service.
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
+#include <sys/wait.h>
 
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <thread>
+#include <tuple>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
 #include "client/gpustream.h"
+#include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "gtest/gtest.h"
+#include "tests/backend_daemon.h"
+#include "tests/conformance/backend_under_test.h"
 #include "tests/daemon_process.h"
 
 namespace gpustream {
@@ -18,20 +29,63 @@ namespace {
 
 using client::Client;
 using testing::DaemonProcess;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
-class EndToEndTest : public ::testing::TestWithParam<bool> {
+// Whether the daemon process still runs (has not exited or been reaped).
+bool Running(const DaemonProcess& daemon) {
+  return waitpid(daemon.pid(), nullptr, WNOHANG) == 0;
+}
+
+std::string FloatBytes(std::initializer_list<float> values) {
+  return std::string(reinterpret_cast<const char*>(values.begin()),
+                     values.size() * sizeof(float));
+}
+
+// ---------------------------------------------------------------------------
+// Every backend, over both transports.
+
+// The backend under test, and the transport: true for TCP, false for the
+// unix socket.
+using BackendAndTransport = std::tuple<std::string, bool>;
+
+class EndToEndTest : public ::testing::TestWithParam<BackendAndTransport> {
  protected:
   void SetUp() override {
-    auto daemon = DaemonProcess::Start({"--cpu_memory_bytes=67108864"});
+    if (absl::Status s = testing::BackendAvailable(backend()); !s.ok()) {
+      GTEST_SKIP() << backend() << " is unavailable here: " << s;
+    }
+    auto daemon =
+        testing::StartDaemonOn(backend(), {"--cpu_memory_bytes=67108864"});
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     daemon_ = *std::move(daemon);
+    stub_ = v1::GpuStream::NewStub(
+        grpc::CreateChannel(target(), grpc::InsecureChannelCredentials()));
   }
-  // The parameter picks the transport: unix socket or TCP.
+
+  const std::string& backend() const { return std::get<0>(GetParam()); }
+  // The backend's name as the daemon reports it.
+  std::string reported_backend() const {
+    return testing::IsCuda(backend()) ? "cuda" : backend();
+  }
   std::string target() const {
-    return GetParam() ? daemon_->tcp_target() : daemon_->unix_target();
+    return std::get<1>(GetParam()) ? daemon_->tcp_target()
+                                   : daemon_->unix_target();
+  }
+
+  // One unary RPC, bounded by 20 s.
+  template <typename Req, typename Resp>
+  grpc::Status Unary(grpc::Status (v1::GpuStream::Stub::*rpc)(
+                         grpc::ClientContext*, const Req&, Resp*),
+                     const Req& req, Resp* resp) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(20));
+    return (stub_.get()->*rpc)(&ctx, req, resp);
   }
 
   std::unique_ptr<DaemonProcess> daemon_;
+  std::unique_ptr<v1::GpuStream::Stub> stub_;
 };
 
 TEST_P(EndToEndTest, VectorAddAcrossQueuesReadsBackSums) {
@@ -106,7 +160,8 @@ TEST_P(EndToEndTest, SessionsAreIsolated) {
   auto secret = (*alice)->allocate(16);
   ASSERT_TRUE(secret.ok());
   (*alice)->default_queue().fill(*secret, 0, 16, 0x5ec7e7);
-  ASSERT_TRUE((*alice)->default_queue().synchronize().ok());
+  const absl::Status filled = (*alice)->default_queue().synchronize();
+  ASSERT_TRUE(filled.ok()) << filled;
   // Mallory names Alice's buffer id: it does not exist in her session.
   auto stolen = (*mallory)->default_queue().read(
       client::Buffer(nullptr, secret->id(), 16), 0, 16);
@@ -118,10 +173,561 @@ TEST_P(EndToEndTest, SessionsAreIsolated) {
   EXPECT_EQ((*mine)[3], 0x5ec7e7u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, EndToEndTest, ::testing::Bool(),
-                         [](const auto& info) {
-                           return info.param ? "Tcp" : "Unix";
-                         });
+// Every v1 operation as a unary RPC, each with its documented effect:
+// y = 3x + y on a pinned buffer between two timed events, copies ordered
+// by an event and a queue wait, a gated add, a queue-written flag, a host
+// function's notification, and every object destroyed.
+TEST_P(EndToEndTest, EveryUnaryOperationDoesWhatItSays) {
+  using Stub = v1::GpuStream::Stub;
+  v1::GetVersionRequest version_req;
+  version_req.set_min_version(1);
+  version_req.set_max_version(1);
+  v1::GetVersionResponse version;
+  ASSERT_TRUE(Unary(&Stub::GetVersion, version_req, &version).ok());
+  EXPECT_EQ(version.version(), 1u);
+  v1::GetServerInfoResponse info;
+  ASSERT_TRUE(
+      Unary(&Stub::GetServerInfo, v1::GetServerInfoRequest(), &info).ok());
+  EXPECT_EQ(info.protocol_version(), 1u);
+  EXPECT_THAT(info.backends(), ElementsAre(reported_backend()));
+  v1::ListDevicesResponse devices;
+  ASSERT_TRUE(
+      Unary(&Stub::ListDevices, v1::ListDevicesRequest(), &devices).ok());
+  ASSERT_GT(devices.devices_size(), 0);
+  const v1::Device& device = devices.devices(0);
+  EXPECT_EQ(device.backend(), reported_backend());
+  EXPECT_GT(device.total_memory_bytes(), 0u);
+  v1::ListModulesResponse modules;
+  ASSERT_TRUE(
+      Unary(&Stub::ListModules, v1::ListModulesRequest(), &modules).ok());
+  ASSERT_GT(modules.modules_size(), 0);
+  EXPECT_EQ(modules.modules(0).name(), "samples");
+  EXPECT_EQ(modules.modules(0).kernels_size(), 6);
+
+  v1::OpenSessionRequest open;
+  open.set_client_name("every-op");
+  v1::OpenSessionResponse session;
+  ASSERT_TRUE(Unary(&Stub::OpenSession, open, &session).ok());
+  const std::string& sid = session.session_id();
+  const uint64_t dq = session.default_queue_id();
+  EXPECT_GT(session.lease_seconds(), 0u);
+  v1::KeepAliveRequest keep;
+  keep.set_session_id(sid);
+  v1::KeepAliveResponse kept;
+  ASSERT_TRUE(Unary(&Stub::KeepAlive, keep, &kept).ok());
+  EXPECT_GT(kept.lease_seconds(), 0u);
+
+  // Objects: two queues (one client-minted, one server-assigned at the
+  // highest priority), two timed events, two flags, three buffers.
+  v1::CreateQueueRequest cq;
+  cq.set_session_id(sid);
+  cq.set_id(100);
+  v1::CreateQueueResponse queue;
+  ASSERT_TRUE(Unary(&Stub::CreateQueue, cq, &queue).ok());
+  EXPECT_EQ(queue.queue_id(), 100u);
+  cq.set_id(0);
+  cq.set_priority(device.priority_greatest());
+  v1::CreateQueueResponse urgent;
+  ASSERT_TRUE(Unary(&Stub::CreateQueue, cq, &urgent).ok());
+  EXPECT_GE(urgent.queue_id(), uint64_t{1} << 63);
+  for (uint64_t id : {300, 301}) {
+    v1::CreateEventRequest ce;
+    ce.set_session_id(sid);
+    ce.set_id(id);
+    ce.set_enable_timing(true);
+    v1::CreateEventResponse created;
+    ASSERT_TRUE(Unary(&Stub::CreateEvent, ce, &created).ok()) << id;
+  }
+  for (uint64_t id : {400, 401}) {
+    v1::CreateFlagRequest cf;
+    cf.set_session_id(sid);
+    cf.set_id(id);
+    v1::CreateFlagResponse created;
+    ASSERT_TRUE(Unary(&Stub::CreateFlag, cf, &created).ok()) << id;
+  }
+  for (auto [id, size, kind] :
+       {std::tuple{200, 32, v1::MEMORY_KIND_DEVICE},
+        std::tuple{201, 16, v1::MEMORY_KIND_HOST_PINNED},
+        std::tuple{202, 8, v1::MEMORY_KIND_DEVICE}}) {
+    v1::AllocateBufferRequest ab;
+    ab.set_session_id(sid);
+    ab.set_id(id);
+    ab.set_size_bytes(size);
+    ab.set_kind(kind);
+    v1::AllocateBufferResponse allocated;
+    ASSERT_TRUE(Unary(&Stub::AllocateBuffer, ab, &allocated).ok()) << id;
+  }
+
+  // Queue 100: x = {1, 2, 3, 4} into buffer 200, y = 2.0f four times into
+  // pinned buffer 201, then y = 3x + y between events 300 and 301.
+  v1::WriteBufferRequest wb;
+  wb.set_session_id(sid);
+  wb.set_queue_id(100);
+  wb.set_buffer_id(200);
+  wb.set_data(FloatBytes({1, 2, 3, 4}));
+  v1::WriteBufferResponse written;
+  ASSERT_TRUE(Unary(&Stub::WriteBuffer, wb, &written).ok());
+  v1::FillBufferRequest fb;
+  fb.set_session_id(sid);
+  fb.set_queue_id(100);
+  fb.set_buffer_id(201);
+  fb.set_size(16);
+  const float two = 2.0f;
+  uint32_t two_bits;
+  std::memcpy(&two_bits, &two, 4);
+  fb.set_value(two_bits);
+  v1::FillBufferResponse filled;
+  ASSERT_TRUE(Unary(&Stub::FillBuffer, fb, &filled).ok());
+  v1::RecordEventRequest re;
+  re.set_session_id(sid);
+  re.set_queue_id(100);
+  re.set_event_id(300);
+  v1::RecordEventResponse recorded;
+  ASSERT_TRUE(Unary(&Stub::RecordEvent, re, &recorded).ok());
+  v1::LaunchKernelRequest saxpy;
+  saxpy.set_session_id(sid);
+  saxpy.set_queue_id(100);
+  saxpy.set_module("samples");
+  saxpy.set_kernel("saxpy_f32");
+  saxpy.mutable_grid()->set_x(1);
+  saxpy.mutable_block()->set_x(4);
+  saxpy.add_args()->set_f32(3.0f);
+  saxpy.add_args()->mutable_buffer()->set_buffer_id(200);
+  saxpy.add_args()->mutable_buffer()->set_buffer_id(201);
+  saxpy.add_args()->set_u64(4);
+  v1::LaunchKernelResponse launched;
+  ASSERT_TRUE(Unary(&Stub::LaunchKernel, saxpy, &launched).ok());
+  re.set_event_id(301);
+  ASSERT_TRUE(Unary(&Stub::RecordEvent, re, &recorded).ok());
+
+  // The default queue copies y behind x: after event 301 and queue 100.
+  v1::WaitEventRequest we;
+  we.set_session_id(sid);
+  we.set_queue_id(dq);
+  we.set_event_id(301);
+  v1::WaitEventResponse waited_event;
+  ASSERT_TRUE(Unary(&Stub::WaitEvent, we, &waited_event).ok());
+  v1::WaitQueueRequest wq;
+  wq.set_session_id(sid);
+  wq.set_queue_id(dq);
+  wq.set_other_queue_id(100);
+  v1::WaitQueueResponse waited_queue;
+  ASSERT_TRUE(Unary(&Stub::WaitQueue, wq, &waited_queue).ok());
+  v1::CopyBufferRequest cb;
+  cb.set_session_id(sid);
+  cb.set_queue_id(dq);
+  cb.set_src_buffer_id(201);
+  cb.set_dst_buffer_id(200);
+  cb.set_dst_offset(16);
+  cb.set_size(16);
+  v1::CopyBufferResponse copied;
+  ASSERT_TRUE(Unary(&Stub::CopyBuffer, cb, &copied).ok());
+  v1::ReadBufferRequest rb;
+  rb.set_session_id(sid);
+  rb.set_queue_id(dq);
+  rb.set_buffer_id(200);
+  rb.set_offset(16);
+  rb.set_size(16);
+  v1::ReadBufferResponse read;
+  ASSERT_TRUE(Unary(&Stub::ReadBuffer, rb, &read).ok());
+  EXPECT_EQ(read.data(), FloatBytes({5, 8, 11, 14}));
+  v1::SynchronizeEventRequest se;
+  se.set_session_id(sid);
+  se.set_event_id(301);
+  se.set_timeout_ms(10000);
+  v1::SynchronizeEventResponse synced_event;
+  ASSERT_TRUE(Unary(&Stub::SynchronizeEvent, se, &synced_event).ok());
+  v1::QueryEventRequest qe;
+  qe.set_session_id(sid);
+  qe.set_event_id(301);
+  v1::QueryEventResponse queried_event;
+  ASSERT_TRUE(Unary(&Stub::QueryEvent, qe, &queried_event).ok());
+  EXPECT_TRUE(queried_event.complete());
+  v1::EventElapsedTimeRequest et;
+  et.set_session_id(sid);
+  et.set_start_event_id(300);
+  et.set_end_event_id(301);
+  v1::EventElapsedTimeResponse elapsed;
+  ASSERT_TRUE(Unary(&Stub::EventElapsedTime, et, &elapsed).ok());
+  EXPECT_GE(elapsed.milliseconds(), 0.0f);
+
+  // Flags: queue 100 adds 7 once flag 400 reaches 1, then stores 99 into
+  // flag 401, which the host waits for.
+  v1::WaitHostValueRequest wh;
+  wh.set_session_id(sid);
+  wh.set_queue_id(100);
+  wh.set_flag_id(400);
+  wh.set_value(1);
+  wh.set_condition(v1::WAIT_CONDITION_GREATER_EQUAL);
+  v1::WaitHostValueResponse gated;
+  ASSERT_TRUE(Unary(&Stub::WaitHostValue, wh, &gated).ok());
+  v1::LaunchKernelRequest add;
+  add.set_session_id(sid);
+  add.set_queue_id(100);
+  add.set_module("samples");
+  add.set_kernel("add_u64");
+  add.mutable_grid()->set_x(1);
+  add.mutable_block()->set_x(1);
+  add.add_args()->mutable_buffer()->set_buffer_id(202);
+  add.add_args()->set_u64(7);
+  ASSERT_TRUE(Unary(&Stub::LaunchKernel, add, &launched).ok());
+  v1::WriteFlagRequest wf;
+  wf.set_session_id(sid);
+  wf.set_queue_id(100);
+  wf.set_flag_id(401);
+  wf.set_value(99);
+  v1::WriteFlagResponse wrote_flag;
+  ASSERT_TRUE(Unary(&Stub::WriteFlag, wf, &wrote_flag).ok());
+  v1::QueryQueueRequest qq;
+  qq.set_session_id(sid);
+  qq.set_queue_id(100);
+  v1::QueryQueueResponse queried_queue;
+  ASSERT_TRUE(Unary(&Stub::QueryQueue, qq, &queried_queue).ok());
+  EXPECT_FALSE(queried_queue.idle());  // Held by flag 400.
+  v1::SignalFlagRequest sf;
+  sf.set_session_id(sid);
+  sf.set_flag_id(400);
+  sf.set_value(1);
+  v1::SignalFlagResponse signaled;
+  ASSERT_TRUE(Unary(&Stub::SignalFlag, sf, &signaled).ok());
+  v1::ReadFlagRequest rf;
+  rf.set_session_id(sid);
+  rf.set_flag_id(400);
+  v1::ReadFlagResponse flag_value;
+  ASSERT_TRUE(Unary(&Stub::ReadFlag, rf, &flag_value).ok());
+  EXPECT_EQ(flag_value.value(), 1u);
+  v1::WaitFlagRequest wfl;
+  wfl.set_session_id(sid);
+  wfl.set_flag_id(401);
+  wfl.set_value(99);
+  wfl.set_condition(v1::WAIT_CONDITION_EQUAL);
+  wfl.set_timeout_ms(10000);
+  v1::WaitFlagResponse flag_seen;
+  ASSERT_TRUE(Unary(&Stub::WaitFlag, wfl, &flag_seen).ok());
+  EXPECT_EQ(flag_seen.value(), 99u);
+
+  // A host function reached is announced on the notification stream (a
+  // watcher attaching later gets the backlog).
+  v1::EnqueueHostFuncRequest hf;
+  hf.set_session_id(sid);
+  hf.set_queue_id(100);
+  hf.set_callback_id(55);
+  v1::EnqueueHostFuncResponse enqueued;
+  ASSERT_TRUE(Unary(&Stub::EnqueueHostFunc, hf, &enqueued).ok());
+  v1::SynchronizeQueueRequest sq;
+  sq.set_session_id(sid);
+  sq.set_queue_id(100);
+  sq.set_timeout_ms(10000);
+  v1::SynchronizeQueueResponse synced;
+  ASSERT_TRUE(Unary(&Stub::SynchronizeQueue, sq, &synced).ok());
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(10));
+    v1::WatchNotificationsRequest watch;
+    watch.set_session_id(sid);
+    auto notifications = stub_->WatchNotifications(&ctx, watch);
+    v1::Notification note;
+    ASSERT_TRUE(notifications->Read(&note));
+    EXPECT_EQ(note.host_func_reached().queue_id(), 100u);
+    EXPECT_EQ(note.host_func_reached().callback_id(), 55u);
+    ctx.TryCancel();
+    (void)notifications->Finish();
+  }
+  ASSERT_TRUE(Unary(&Stub::QueryQueue, qq, &queried_queue).ok());
+  EXPECT_TRUE(queried_queue.idle());
+  EXPECT_EQ(queried_queue.error().code(), 0);
+  rb.set_buffer_id(202);
+  rb.set_offset(0);
+  rb.set_size(8);
+  ASSERT_TRUE(Unary(&Stub::ReadBuffer, rb, &read).ok());
+  uint64_t sum = 0;
+  ASSERT_EQ(read.data().size(), 8u);
+  std::memcpy(&sum, read.data().data(), 8);
+  EXPECT_EQ(sum, 7u);
+
+  // Every object goes, then the session.
+  for (uint64_t id : {300, 301}) {
+    v1::DestroyEventRequest de;
+    de.set_session_id(sid);
+    de.set_event_id(id);
+    v1::DestroyEventResponse destroyed;
+    EXPECT_TRUE(Unary(&Stub::DestroyEvent, de, &destroyed).ok()) << id;
+  }
+  for (uint64_t id : {400, 401}) {
+    v1::DestroyFlagRequest df;
+    df.set_session_id(sid);
+    df.set_flag_id(id);
+    v1::DestroyFlagResponse destroyed;
+    EXPECT_TRUE(Unary(&Stub::DestroyFlag, df, &destroyed).ok()) << id;
+  }
+  for (uint64_t id : {200, 201, 202}) {
+    v1::FreeBufferRequest fr;
+    fr.set_session_id(sid);
+    fr.set_buffer_id(id);
+    v1::FreeBufferResponse freed;
+    EXPECT_TRUE(Unary(&Stub::FreeBuffer, fr, &freed).ok()) << id;
+  }
+  for (uint64_t id : {uint64_t{100}, urgent.queue_id()}) {
+    v1::DestroyQueueRequest dq_req;
+    dq_req.set_session_id(sid);
+    dq_req.set_queue_id(id);
+    v1::DestroyQueueResponse destroyed;
+    EXPECT_TRUE(Unary(&Stub::DestroyQueue, dq_req, &destroyed).ok()) << id;
+  }
+  v1::CloseSessionRequest close;
+  close.set_session_id(sid);
+  v1::CloseSessionResponse closed;
+  ASSERT_TRUE(Unary(&Stub::CloseSession, close, &closed).ok());
+  EXPECT_EQ(Unary(&Stub::KeepAlive, keep, &kept).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    BackendsAndTransports, EndToEndTest,
+    ::testing::Combine(::testing::ValuesIn(conformance::BackendsUnderTest()),
+                       ::testing::Bool()),
+    [](const ::testing::TestParamInfo<BackendAndTransport>& info) {
+      return absl::StrCat(std::get<0>(info.param),
+                          std::get<1>(info.param) ? "_Tcp" : "_Unix");
+    });
+
+// ---------------------------------------------------------------------------
+// Every backend, over the unix socket.
+
+class DeviceWorkTest : public testing::BackendDaemonTest {
+ protected:
+  // Waits up to `timeout` for `done`; if it does not come, kills the daemon
+  // (so that every call blocked on it returns, and the test ends) and says
+  // so.
+  bool WaitOrKillDaemon(absl::Notification& done, absl::Duration timeout) {
+    if (done.WaitForNotificationWithTimeout(timeout)) return true;
+    ADD_FAILURE() << "no answer within " << timeout
+                  << "; killing the daemon. Its log:\n"
+                  << daemon_->log();
+    daemon_->Stop(SIGKILL);
+    done.WaitForNotification();
+    return false;
+  }
+};
+
+TEST_P(DeviceWorkTest, KernelFaultIsContainedAndTheDaemonServesOn) {
+  if (backend() == "cuda") {
+    GTEST_SKIP() << "an out-of-bounds write need not fault on a real GPU (it "
+                    "may land in other memory); cuda_fake proves this";
+  }
+  auto c = Client::Connect(daemon_->unix_target());
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto faulty = c->open_session({.client_name = "faulty"});
+  auto bystander = c->open_session({.client_name = "bystander"});
+  ASSERT_TRUE(faulty.ok() && bystander.ok());
+  // The bystander has data on the device when the fault comes.
+  auto kept = (*bystander)->allocate(16);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  (*bystander)->default_queue().fill(*kept, 0, 16, 0x5afe);
+  ASSERT_TRUE((*bystander)->default_queue().synchronize().ok());
+
+  auto small = (*faulty)->allocate(8);
+  ASSERT_TRUE(small.ok()) << small.status();
+  client::Queue& q = (*faulty)->default_queue();
+  // 65,536 threads write 256 KiB into 8 bytes.
+  q.launch("samples", "fill_u32", {1024}, {64}, {*small, 1u, uint64_t{65536}});
+  const absl::Status fault = q.synchronize(absl::Seconds(10));
+  if (on_cuda()) {
+    // The context is lost: the faulting session ends with ABORTED naming
+    // the cause, and so does every other session on the device.
+    EXPECT_EQ(fault.code(), absl::StatusCode::kAborted) << fault;
+    EXPECT_THAT(std::string(fault.message()), HasSubstr("device 0 failed"));
+    EXPECT_THAT(std::string(fault.message()),
+                HasSubstr("CUDA_ERROR_ILLEGAL_ADDRESS"));
+    const absl::Status after = (*faulty)->allocate(8).status();
+    EXPECT_EQ(after.code(), absl::StatusCode::kAborted)
+        << after << "\nDaemon log:\n"
+        << daemon_->log();
+    EXPECT_THAT(std::string(after.message()), HasSubstr("device 0 failed"));
+    absl::Status bystanding;
+    EXPECT_TRUE(testing::PollUntil(absl::Seconds(10), [&] {
+      bystanding = (*bystander)->allocate(8).status();
+      return !bystanding.ok();
+    })) << "the bystander's session outlived the device's context";
+    EXPECT_EQ(bystanding.code(), absl::StatusCode::kAborted)
+        << bystanding << "\nDaemon log:\n"
+        << daemon_->log();
+    EXPECT_THAT(std::string(bystanding.message()),
+                HasSubstr("device 0 failed"));
+  } else {
+    // The queue's error is sticky and names the kernel; nobody else's work
+    // is touched.
+    EXPECT_EQ(fault.code(), absl::StatusCode::kInternal) << fault;
+    EXPECT_THAT(std::string(fault.message()), HasSubstr("fill_u32"));
+    q.launch("samples", "noop", {1}, {1}, {});
+    const absl::Status sticky = q.synchronize(absl::Seconds(10));
+    EXPECT_EQ(sticky.code(), absl::StatusCode::kFailedPrecondition) << sticky;
+    auto data = (*bystander)->default_queue().read<uint32_t>(*kept, 4);
+    ASSERT_TRUE(data.ok()) << data.status();
+    EXPECT_EQ((*data)[3], 0x5afeu);
+  }
+  // The daemon serves on: a new session works (on CUDA once the device has
+  // been reset, which happens asynchronously).
+  EXPECT_TRUE(Running(*daemon_)) << daemon_->log();
+  std::string last;
+  const bool served = testing::PollUntil(absl::Seconds(10), [&] {
+    auto fresh = c->open_session({.client_name = "fresh"});
+    if (!fresh.ok()) {
+      last = fresh.status().ToString();
+      return false;
+    }
+    auto counter = (*fresh)->allocate(8);
+    if (!counter.ok()) {
+      last = counter.status().ToString();
+      return false;
+    }
+    client::Queue& fq = (*fresh)->default_queue();
+    fq.launch("samples", "add_u64", {1}, {1}, {*counter, uint64_t{42}});
+    auto value = fq.read<uint64_t>(*counter, 1);
+    if (!value.ok()) {
+      last = value.status().ToString();
+      return false;
+    }
+    last = absl::StrCat("read ", (*value)[0]);
+    return (*value)[0] == 42;
+  });
+  EXPECT_TRUE(served) << last << "\nDaemon log:\n" << daemon_->log();
+  EXPECT_TRUE(Running(*daemon_)) << daemon_->log();
+}
+
+TEST_P(DeviceWorkTest, ClosingSessionCancelsSynchronizesBehindEqualWaits) {
+  auto c = Client::Connect(daemon_->unix_target());
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto session = c->open_session();
+  ASSERT_TRUE(session.ok()) << session.status();
+  auto counter = (*session)->allocate(8);
+  ASSERT_TRUE(counter.ok()) << counter.status();
+  // Three queues wait for three different values of one flag: no single
+  // store can release them all.
+  client::Flag flag = (*session)->create_flag();
+  constexpr uint64_t kValues[] = {5, 7, 9};
+  std::vector<client::Queue> queues;
+  for (uint64_t value : kValues) {
+    queues.push_back((*session)->create_queue());
+    queues.back().wait_for_host_value(flag, value,
+                                      client::WaitCondition::kEqual);
+    queues.back().launch("samples", "add_u64", {1}, {1},
+                         {*counter, uint64_t{1}});
+  }
+  ASSERT_TRUE((*session)->flush().ok());
+
+  struct Blocked {
+    absl::Status status;
+    absl::Time returned;
+    absl::Notification done;
+  };
+  std::vector<Blocked> blocked(queues.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < queues.size(); ++i) {
+    threads.emplace_back([&, i] {
+      blocked[i].status = queues[i].synchronize();
+      blocked[i].returned = absl::Now();
+      blocked[i].done.Notify();
+    });
+  }
+  absl::SleepFor(absl::Milliseconds(200));  // Let the synchronizes park.
+  for (size_t i = 0; i < blocked.size(); ++i) {
+    EXPECT_FALSE(blocked[i].done.HasBeenNotified())
+        << "queue " << i << " returned before the close: " << blocked[i].status;
+  }
+  const absl::Time closing = absl::Now();
+  absl::Notification closed;
+  std::thread closer([&] {
+    (void)(*session)->close();
+    closed.Notify();
+  });
+  for (size_t i = 0; i < blocked.size(); ++i) {
+    if (!WaitOrKillDaemon(blocked[i].done, absl::Seconds(10))) break;
+    EXPECT_EQ(blocked[i].status.code(), absl::StatusCode::kCancelled)
+        << "queue waiting for " << kValues[i] << ": " << blocked[i].status;
+    EXPECT_LT(blocked[i].returned - closing, absl::Seconds(2))
+        << "queue waiting for " << kValues[i];
+  }
+  WaitOrKillDaemon(closed, absl::Seconds(10));
+  for (auto& t : threads) t.join();
+  closer.join();
+}
+
+TEST_P(DeviceWorkTest, EnqueueNeverBlocksBehindAGatedQueue) {
+  auto c = Client::Connect(daemon_->unix_target());
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto session = c->open_session();
+  ASSERT_TRUE(session.ok()) << session.status();
+  client::Session& s = **session;
+  auto counter = s.allocate(8);
+  ASSERT_TRUE(counter.ok()) << counter.status();
+  client::Flag gate = s.create_flag();
+  client::Queue gated = s.create_queue();
+  client::Queue idle = s.create_queue();
+  // Both queues exist on the server before the unary call below names one.
+  ASSERT_TRUE(idle.synchronize(absl::Seconds(10)).ok());
+  constexpr uint64_t kLaunches = 5000;
+  gated.wait_for_host_value(gate, 1);
+  for (uint64_t i = 0; i < kLaunches; ++i) {
+    gated.launch("samples", "add_u64", {1}, {1}, {*counter, uint64_t{1}});
+  }
+  ASSERT_TRUE(s.flush().ok());
+
+  // Another queue answers at once, on a unary call...
+  v1::SynchronizeQueueRequest sync;
+  sync.set_session_id(s.id());
+  sync.set_queue_id(idle.id());
+  v1::SynchronizeQueueResponse synced;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  const absl::Time asked = absl::Now();
+  const grpc::Status unary = c->stub().SynchronizeQueue(&ctx, sync, &synced);
+  EXPECT_TRUE(unary.ok()) << unary.error_code() << ": "
+                          << unary.error_message();
+  EXPECT_LT(absl::Now() - asked, absl::Seconds(1));
+  // ... and on the Submit stream, behind the 5000 launches, all accepted.
+  EXPECT_TRUE(idle.synchronize(absl::Seconds(10)).ok());
+  EXPECT_TRUE(s.take_error().ok());
+  auto before = idle.read<uint64_t>(*counter, 1);
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_EQ((*before)[0], 0u);  // Nothing behind the gate has run.
+
+  ASSERT_TRUE(gate.signal(1).ok());
+  ASSERT_TRUE(gated.synchronize(absl::Seconds(30)).ok());
+  auto after = idle.read<uint64_t>(*counter, 1);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ((*after)[0], kLaunches);
+}
+
+TEST_P(DeviceWorkTest, SigtermReleasesParkedWaitsWithUnavailable) {
+  auto c = Client::Connect(daemon_->unix_target());
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto session = c->open_session();
+  ASSERT_TRUE(session.ok());
+  client::Flag never = (*session)->create_flag();
+  client::Queue gated = (*session)->create_queue();
+  gated.wait_for_host_value(never, 1);
+  gated.launch("samples", "noop", {1}, {1}, {});
+  absl::Status waited, synced;
+  std::thread waiter([&] { waited = never.wait(1).status(); });
+  std::thread syncer([&] { synced = gated.synchronize(); });
+  absl::SleepFor(absl::Milliseconds(200));  // Let the waits park.
+  const int exit_status = daemon_->Stop(SIGTERM);
+  EXPECT_EQ(exit_status, 0) << daemon_->log();
+  if (exit_status == -1) daemon_->Stop(SIGKILL);  // Unblock the threads.
+  waiter.join();
+  syncer.join();
+  EXPECT_EQ(waited.code(), absl::StatusCode::kUnavailable) << waited;
+  EXPECT_EQ(synced.code(), absl::StatusCode::kUnavailable) << synced;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, DeviceWorkTest,
+                         ::testing::ValuesIn(conformance::BackendsUnderTest()),
+                         testing::BackendName);
+
+// ---------------------------------------------------------------------------
+// The daemon process itself, and single-backend features.
 
 TEST(DaemonTest, HelpDocumentsEveryFlag) {
   std::string out;
@@ -129,15 +735,16 @@ TEST(DaemonTest, HelpDocumentsEveryFlag) {
                 {testing::RunfilePath("server/gpustreamd"), "--help"}, &out),
             1);  // absl's --help exits 1 after printing.
   for (const char* flag :
-       {"--listen", "--backend", "--modules", "--config", "--cpu_memory_bytes",
-        "--lease_seconds", "--ready_file"}) {
+       {"--listen", "--backend", "--modules", "--config", "--cuda_driver",
+        "--cpu_memory_bytes", "--lease_seconds", "--ready_file"}) {
     EXPECT_NE(out.find(flag), std::string::npos) << flag;
   }
 }
 
+// CPU modules are shared libraries (tests/modules).
 TEST(DaemonTest, OperatorModuleFolderIsLoaded) {
   const std::string folder = testing::RunfilePath("tests/modules");
-  auto daemon = DaemonProcess::Start({"--modules=" + folder});
+  auto daemon = testing::StartDaemonOn("cpu", {"--modules=" + folder});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto c = Client::Connect((*daemon)->unix_target());
   ASSERT_TRUE(c.ok());
@@ -163,13 +770,98 @@ TEST(DaemonTest, OperatorModuleFolderIsLoaded) {
   EXPECT_EQ((*total)[0], 6u);
 }
 
+// A CUDA module is an image plus a manifest that matches it: an image
+// without one, or with one that disagrees with the binary, is refused alone
+// (named in the log) and the daemon serves the rest.
+TEST(DaemonTest, CudaModuleFolderServesOnlyImagesWithAMatchingManifest) {
+  if (absl::Status s = testing::BackendAvailable("cuda_fake"); !s.ok()) {
+    GTEST_SKIP() << "cuda_fake is unavailable here: " << s;
+  }
+  const std::string fatbin =
+      testing::RunfilePath("kernels/cuda/samples.fatbin");
+  if (!std::filesystem::exists(fatbin)) {
+    GTEST_SKIP() << "no " << fatbin << ": this build found no nvcc";
+  }
+  const std::filesystem::path folder = testing::TempPath("-modules");
+  std::filesystem::create_directory(folder);
+  for (const char* name : {"other.fatbin", "bad.fatbin", "good.fatbin"}) {
+    std::filesystem::copy_file(fatbin, folder / name);
+  }
+  // fill_u32 takes 3 params in the binary.
+  std::ofstream(folder / "bad.manifest.textproto") << R"pb(
+    kernels {
+      name: "fill_u32"
+      params { name: "out" kind: PARAM_KIND_BUFFER }
+      params { name: "value" kind: PARAM_KIND_U32 }
+    }
+  )pb";
+  std::ofstream(folder / "good.manifest.textproto") << R"pb(
+    name: "good"
+    kernels {
+      name: "add_u64"
+      params { name: "counter" kind: PARAM_KIND_BUFFER }
+      params { name: "value" kind: PARAM_KIND_U64 }
+    }
+  )pb";
+  auto daemon = testing::StartDaemonOn(
+      "cuda_fake", {absl::StrCat("--modules=", folder.string())});
+  std::filesystem::remove_all(folder);  // Loaded at start.
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  const std::string log = (*daemon)->log();
+  auto refusal_of = [&](const std::string& file) {
+    for (absl::string_view line : absl::StrSplit(log, '\n')) {
+      if (absl::StrContains(line, "refused") && absl::StrContains(line, file)) {
+        return std::string(line);
+      }
+    }
+    return std::string();
+  };
+  EXPECT_NE(refusal_of("other.fatbin"), "") << log;
+  EXPECT_THAT(refusal_of("bad.fatbin"), HasSubstr("fill_u32")) << log;
+  EXPECT_EQ(refusal_of("good.fatbin"), "") << log;
+
+  auto c = Client::Connect((*daemon)->unix_target());
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto modules = c->list_modules();
+  ASSERT_TRUE(modules.ok()) << modules.status();
+  ASSERT_EQ(modules->size(), 2u) << log;
+  const v1::Module& good = (*modules)[0];
+  EXPECT_EQ(good.name(), "good");
+  EXPECT_EQ((*modules)[1].name(), "samples");
+  EXPECT_EQ(good.backend(), "cuda");
+  ASSERT_EQ(good.kernels_size(), 1);
+  const v1::Kernel& add = good.kernels(0);
+  EXPECT_EQ(add.name(), "add_u64");
+  EXPECT_THAT(add.params(),
+              ElementsAre(v1::PARAM_KIND_BUFFER, v1::PARAM_KIND_U64));
+  ASSERT_EQ(add.layout_size(), 2);
+  EXPECT_EQ(add.layout(0).size_bytes(), 8u);
+  EXPECT_EQ(add.layout(0).offset_bytes(), 0u);
+  EXPECT_EQ(add.layout(1).size_bytes(), 8u);
+  EXPECT_EQ(add.layout(1).offset_bytes(), 8u);
+
+  auto session = c->open_session();
+  ASSERT_TRUE(session.ok()) << session.status();
+  auto counter = (*session)->allocate(8);
+  ASSERT_TRUE(counter.ok()) << counter.status();
+  client::Queue& q = (*session)->default_queue();
+  q.launch("good", "add_u64", {1}, {1}, {*counter, uint64_t{5}});
+  q.launch("good", "add_u64", {1}, {1}, {*counter, uint64_t{6}});
+  const absl::Status added = q.synchronize(absl::Seconds(10));
+  EXPECT_TRUE(added.ok()) << added;
+  auto value = q.read<uint64_t>(*counter, 1);
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_EQ((*value)[0], 11u);
+}
+
+// The memory limit of the CPU backend, and a session limit.
 TEST(DaemonTest, ConfigFileSetsLimits) {
   const std::string config = testing::TempPath(".txtpb");
   {
     std::ofstream out(config);
     out << "cpu_memory_bytes: 4096\nlimits { max_sessions: 1 }\n";
   }
-  auto daemon = DaemonProcess::Start({"--config=" + config});
+  auto daemon = testing::StartDaemonOn("cpu", {"--config=" + config});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto c = Client::Connect((*daemon)->tcp_target());
   ASSERT_TRUE(c.ok());
@@ -181,22 +873,6 @@ TEST(DaemonTest, ConfigFileSetsLimits) {
   auto second = c->open_session();
   EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted);
   std::remove(config.c_str());
-}
-
-TEST(DaemonTest, SigtermReleasesParkedWaitsWithUnavailable) {
-  auto daemon = DaemonProcess::Start();
-  ASSERT_TRUE(daemon.ok()) << daemon.status();
-  auto c = Client::Connect((*daemon)->unix_target());
-  ASSERT_TRUE(c.ok());
-  auto session = c->open_session();
-  ASSERT_TRUE(session.ok());
-  client::Flag never = (*session)->create_flag();
-  absl::Status waited;
-  std::thread waiter([&] { waited = never.wait(1).status(); });
-  absl::SleepFor(absl::Milliseconds(200));  // Let the wait park.
-  EXPECT_EQ((*daemon)->Stop(SIGTERM), 0) << (*daemon)->log();
-  waiter.join();
-  EXPECT_EQ(waited.code(), absl::StatusCode::kUnavailable) << waited;
 }
 
 }  // namespace

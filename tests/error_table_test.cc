@@ -1,14 +1,17 @@
-// One test per row of API.md's error table, against a real gpustreamd:
-// each bad request gets its code and a message naming the field or id, and
-// the daemon and the other sessions carry on untouched.
+// One test per row of API.md's error table, against a real gpustreamd on
+// every backend: each bad request gets its code and a message naming the
+// field or id, and the daemon and the other sessions carry on untouched.
 #include <grpcpp/grpcpp.h>
 
+#include <cstring>
 #include <fstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "proto/gpustream/v1/gpustream.grpc.pb.h"
+#include "tests/backend_daemon.h"
+#include "tests/conformance/backend_under_test.h"
 #include "tests/daemon_process.h"
 
 namespace gpustream {
@@ -24,14 +27,17 @@ constexpr char kConfig[] = R"pb(
   tokens { token: "ops-token" tenant: "ops" admin: true }
 )pb";
 
-class ErrorTableTest : public ::testing::Test {
+// Parameterized by the backend. A kernel fault on CUDA loses the device's
+// context, ending every session on it (Bob's too): a test that causes one
+// sets device_lost_, and TearDown then checks that the daemon serves new
+// sessions instead of Bob's data.
+class ErrorTableTest : public testing::BackendDaemonTest {
  protected:
   void SetUp() override {
     config_path_ = testing::TempPath(".txtpb");
     std::ofstream(config_path_) << kConfig;
-    auto daemon = testing::DaemonProcess::Start({"--config=" + config_path_});
-    ASSERT_TRUE(daemon.ok()) << daemon.status();
-    daemon_ = *std::move(daemon);
+    BackendDaemonTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     stub_ = v1::GpuStream::NewStub(grpc::CreateChannel(
         daemon_->tcp_target(), grpc::InsecureChannelCredentials()));
     // Bob's canary: a buffer with known contents that no error may touch.
@@ -44,12 +50,26 @@ class ErrorTableTest : public ::testing::Test {
     fill.set_size(64);
     fill.set_value(0xb0b);
     v1::FillBufferResponse filled;
-    ASSERT_TRUE(Call(&Stub::FillBuffer, fill, &filled, "bob-token").ok());
+    grpc::Status s = Call(&Stub::FillBuffer, fill, &filled, "bob-token");
+    ASSERT_TRUE(s.ok()) << s.error_message();
     alice_ = Open("alice-token");
   }
 
   void TearDown() override {
-    // The daemon still serves, and Bob's data is intact.
+    std::remove(config_path_.c_str());
+    if (daemon_ == nullptr) return;  // Skipped, or the daemon never started.
+    if (device_lost_) {
+      ExpectDaemonServesNewSessions();
+    } else {
+      ExpectBobsDataIntact();
+    }
+  }
+
+  std::vector<std::string> DaemonArgs() const override {
+    return {"--config=" + config_path_};
+  }
+
+  grpc::Status ReadBobsCanary(uint32_t* value) {
     v1::ReadBufferRequest read;
     read.set_session_id(bob_.session_id());
     read.set_queue_id(bob_.default_queue_id());
@@ -58,11 +78,50 @@ class ErrorTableTest : public ::testing::Test {
     read.set_size(4);
     v1::ReadBufferResponse data;
     grpc::Status s = Call(&Stub::ReadBuffer, read, &data, "bob-token");
+    if (s.ok() && data.data().size() == 4) {
+      std::memcpy(value, data.data().data(), 4);
+    }
+    return s;
+  }
+
+  // The daemon still serves, and Bob's data is intact.
+  void ExpectBobsDataIntact() {
+    uint32_t v = 0;
+    grpc::Status s = ReadBobsCanary(&v);
     ASSERT_TRUE(s.ok()) << s.error_message();
-    uint32_t v;
-    std::memcpy(&v, data.data().data(), 4);
     EXPECT_EQ(v, 0xb0bu);
-    std::remove(config_path_.c_str());
+  }
+
+  // After a device failure: Bob's session went with the device, and once
+  // the daemon has reset the device (asynchronously) new sessions work.
+  void ExpectDaemonServesNewSessions() {
+    uint32_t v = 0;
+    ExpectError(ReadBobsCanary(&v), StatusCode::ABORTED, "device 0 failed");
+    grpc::Status last;
+    const bool served = testing::PollUntil(absl::Seconds(10), [&] {
+      v1::OpenSessionResponse opened;
+      last = Call(&Stub::OpenSession, v1::OpenSessionRequest(), &opened,
+                  "bob-token");
+      if (!last.ok()) return false;
+      last = Alloc(opened, "bob-token", 78, 64);
+      v1::CloseSessionRequest close;
+      close.set_session_id(opened.session_id());
+      v1::CloseSessionResponse closed;
+      (void)Call(&Stub::CloseSession, close, &closed, "bob-token");
+      return last.ok();
+    });
+    EXPECT_TRUE(served) << last.error_message() << "\n" << daemon_->log();
+  }
+
+  // Launches fill_u32 256 bytes into an 8-byte buffer: a device fault.
+  void LaunchFault(uint64_t buffer_id) {
+    ASSERT_TRUE(Alloc(alice_, "alice-token", buffer_id, 8).ok());
+    auto fault = Launch("fill_u32");
+    fault.mutable_block()->set_x(64);
+    fault.add_args()->mutable_buffer()->set_buffer_id(buffer_id);
+    fault.add_args()->set_u32(1);
+    fault.add_args()->set_u64(64);
+    ASSERT_TRUE(Call(&Stub::LaunchKernel, fault, &launched_).ok());
   }
 
   using Stub = v1::GpuStream::Stub;
@@ -126,13 +185,13 @@ class ErrorTableTest : public ::testing::Test {
   }
 
   std::string config_path_;
-  std::unique_ptr<testing::DaemonProcess> daemon_;
+  bool device_lost_ = false;
   std::unique_ptr<Stub> stub_;
   v1::OpenSessionResponse alice_, bob_;
   v1::LaunchKernelResponse launched_;
 };
 
-TEST_F(ErrorTableTest, Unauthenticated) {
+TEST_P(ErrorTableTest, Unauthenticated) {
   v1::ListDevicesResponse devices;
   ExpectError(Call(&Stub::ListDevices, v1::ListDevicesRequest(), &devices, ""),
               StatusCode::UNAUTHENTICATED, "authorization");
@@ -141,7 +200,7 @@ TEST_F(ErrorTableTest, Unauthenticated) {
       StatusCode::UNAUTHENTICATED, "invalid bearer token");
 }
 
-TEST_F(ErrorTableTest, PermissionDenied) {
+TEST_P(ErrorTableTest, PermissionDenied) {
   v1::ListSessionsResponse sessions;
   ExpectError(Call(&Stub::ListSessions, v1::ListSessionsRequest(), &sessions),
               StatusCode::PERMISSION_DENIED, "ListSessions");
@@ -151,7 +210,7 @@ TEST_F(ErrorTableTest, PermissionDenied) {
   EXPECT_EQ(sessions.sessions_size(), 2);
 }
 
-TEST_F(ErrorTableTest, NotFound) {
+TEST_P(ErrorTableTest, NotFound) {
   v1::CreateQueueRequest create;
   v1::CreateQueueResponse created;
   create.set_session_id("feedfacefeedfacefeedfacefeedface");
@@ -194,7 +253,7 @@ TEST_F(ErrorTableTest, NotFound) {
               StatusCode::NOT_FOUND, "nokernel");
 }
 
-TEST_F(ErrorTableTest, AlreadyExists) {
+TEST_P(ErrorTableTest, AlreadyExists) {
   ASSERT_TRUE(Alloc(alice_, "alice-token", 5, 16).ok());
   v1::CreateFlagRequest flag;
   flag.set_session_id(alice_.session_id());
@@ -204,7 +263,7 @@ TEST_F(ErrorTableTest, AlreadyExists) {
               StatusCode::ALREADY_EXISTS, "id 5");
 }
 
-TEST_F(ErrorTableTest, InvalidArgument) {
+TEST_P(ErrorTableTest, InvalidArgument) {
   ExpectError(Alloc(alice_, "alice-token", uint64_t{1} << 63, 16),
               StatusCode::INVALID_ARGUMENT, "server-assigned range");
   auto zero_grid = Launch("noop");
@@ -235,9 +294,13 @@ TEST_F(ErrorTableTest, InvalidArgument) {
   v1::FillBufferResponse filled;
   ExpectError(Call(&Stub::FillBuffer, fill, &filled),
               StatusCode::INVALID_ARGUMENT, "size 6");
+  fill.set_size(4);
+  fill.set_offset(2);  // Inside the buffer, but not on a 32-bit boundary.
+  ExpectError(Call(&Stub::FillBuffer, fill, &filled),
+              StatusCode::INVALID_ARGUMENT, "offset 2");
 }
 
-TEST_F(ErrorTableTest, OutOfRange) {
+TEST_P(ErrorTableTest, OutOfRange) {
   ASSERT_TRUE(Alloc(alice_, "alice-token", 8, 16).ok());
   v1::ReadBufferRequest read;
   read.set_session_id(alice_.session_id());
@@ -257,11 +320,31 @@ TEST_F(ErrorTableTest, OutOfRange) {
   block.mutable_block()->set_y(64);
   ExpectError(Call(&Stub::LaunchKernel, block, &launched_),
               StatusCode::OUT_OF_RANGE, "4096 threads");
+  // Within the device's limit but beyond the kernel's own: CUDA's spin_ns
+  // is compiled with __launch_bounds__(64); the CPU's has no such limit.
+  auto bounded = Launch("spin_ns");
+  bounded.mutable_block()->set_x(128);
+  bounded.add_args()->set_u64(1000);
+  if (on_cuda()) {
+    ExpectError(Call(&Stub::LaunchKernel, bounded, &launched_),
+                StatusCode::OUT_OF_RANGE, "spin_ns");
+  } else {
+    grpc::Status s = Call(&Stub::LaunchKernel, bounded, &launched_);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    s = Sync();
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  }
 }
 
-TEST_F(ErrorTableTest, ResourceExhausted) {
-  ExpectError(Alloc(alice_, "alice-token", 9, 2 << 20),
-              StatusCode::RESOURCE_EXHAUSTED, "size_bytes 2097152");
+TEST_P(ErrorTableTest, ResourceExhausted) {
+  v1::ListDevicesResponse devices;
+  ASSERT_TRUE(
+      Call(&Stub::ListDevices, v1::ListDevicesRequest(), &devices).ok());
+  ASSERT_GT(devices.devices_size(), 0);
+  const uint64_t too_big = devices.devices(0).total_memory_bytes() + (1 << 20);
+  ExpectError(Alloc(alice_, "alice-token", 9, too_big),
+              StatusCode::RESOURCE_EXHAUSTED,
+              absl::StrCat("size_bytes ", too_big));
   v1::CreateQueueRequest create;
   create.set_session_id(alice_.session_id());
   v1::CreateQueueResponse created;
@@ -275,17 +358,15 @@ TEST_F(ErrorTableTest, ResourceExhausted) {
               StatusCode::RESOURCE_EXHAUSTED, "4 sessions");
 }
 
-TEST_F(ErrorTableTest, FailedPrecondition) {
-  ASSERT_TRUE(Alloc(alice_, "alice-token", 10, 8).ok());
-  auto fault = Launch("fill_u32");
-  fault.mutable_block()->set_x(64);
-  fault.add_args()->mutable_buffer()->set_buffer_id(10);
-  fault.add_args()->set_u32(1);
-  fault.add_args()->set_u64(64);  // 256 bytes into 8: a device fault.
-  ASSERT_TRUE(Call(&Stub::LaunchKernel, fault, &launched_).ok());
-  ExpectError(Sync(), StatusCode::INTERNAL, "fill_u32");
-  ExpectError(Call(&Stub::LaunchKernel, Launch("noop"), &launched_),
-              StatusCode::FAILED_PRECONDITION, "failed earlier");
+TEST_P(ErrorTableTest, FailedPrecondition) {
+  // The sticky error of a queue whose kernel faulted. On CUDA a fault loses
+  // the context instead, and ends the session (the Aborted row).
+  if (on_cpu()) {
+    ASSERT_NO_FATAL_FAILURE(LaunchFault(10));
+    ExpectError(Sync(), StatusCode::INTERNAL, "fill_u32");
+    ExpectError(Call(&Stub::LaunchKernel, Launch("noop"), &launched_),
+                StatusCode::FAILED_PRECONDITION, "failed earlier");
+  }
   v1::GetVersionRequest version;
   version.set_min_version(7);
   version.set_max_version(9);
@@ -294,7 +375,39 @@ TEST_F(ErrorTableTest, FailedPrecondition) {
               StatusCode::FAILED_PRECONDITION, "[7, 9]");
 }
 
-TEST_F(ErrorTableTest, DeadlineExceeded) {
+TEST_P(ErrorTableTest, Internal) {
+  ASSERT_NO_FATAL_FAILURE(LaunchFault(10));
+  if (on_cuda()) {
+    // A GPU context loss is ABORTED, naming the device and the driver's
+    // error; every session on the device ends.
+    device_lost_ = true;
+    ExpectError(Sync(), StatusCode::ABORTED, "device 0 failed");
+    ExpectError(Sync(), StatusCode::ABORTED, "CUDA_ERROR_ILLEGAL_ADDRESS");
+  } else {
+    // The queue's sticky error names the kernel, and stays.
+    ExpectError(Sync(), StatusCode::INTERNAL, "fill_u32");
+    ExpectError(Sync(), StatusCode::INTERNAL, "fill_u32");
+  }
+}
+
+TEST_P(ErrorTableTest, Aborted) {
+  if (!on_cuda()) {
+    GTEST_SKIP() << "the CPU backend's device never fails, and this build "
+                    "has no admin KillSession";
+  }
+  ASSERT_NO_FATAL_FAILURE(LaunchFault(10));
+  device_lost_ = true;
+  ExpectError(Sync(), StatusCode::ABORTED, "device 0 failed");
+  // The session is gone: every later call on it says why, enqueues too.
+  ExpectError(Call(&Stub::LaunchKernel, Launch("noop"), &launched_),
+              StatusCode::ABORTED, "device 0 failed");
+  ExpectError(Alloc(alice_, "alice-token", 11, 8), StatusCode::ABORTED,
+              "device 0 failed");
+  // Bob's session, on the same device, ends too (checked in TearDown, with
+  // the daemon serving new sessions afterwards).
+}
+
+TEST_P(ErrorTableTest, DeadlineExceeded) {
   auto spin = Launch("spin_ns");
   spin.add_args()->set_u64(500'000'000);
   ASSERT_TRUE(Call(&Stub::LaunchKernel, spin, &launched_).ok());
@@ -313,6 +426,10 @@ TEST_F(ErrorTableTest, DeadlineExceeded) {
   ExpectError(Call(&Stub::WaitFlag, wait, &waited),
               StatusCode::DEADLINE_EXCEEDED, "flag_id 11");
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, ErrorTableTest,
+                         ::testing::ValuesIn(conformance::BackendsUnderTest()),
+                         testing::BackendName);
 
 // UNIMPLEMENTED: this build has no HIP backend yet; asking for it fails at
 // start with the reason.

@@ -28,7 +28,7 @@ class OrderingTest : public testing::BackendDaemonTest {
     auto c = client::Client::Connect(daemon_->unix_target());
     ASSERT_TRUE(c.ok()) << c.status();
     client_ = *std::move(c);
-    auto session = c->open_session();
+    auto session = client_->open_session();
     ASSERT_TRUE(session.ok()) << session.status();
     session_ = *std::move(session);
     auto counter = session_->allocate(8);
@@ -154,6 +154,8 @@ TEST_P(OrderingTest, PipelinedLaunchesRunInOrder) {
   for (uint32_t i = 1; i <= 2000; ++i) {
     q.launch("samples", "fill_u32", {1}, {1}, {*cell, i, uint64_t{1}});
   }
+  const absl::Status filled = q.synchronize(absl::Seconds(10));
+  EXPECT_TRUE(filled.ok()) << filled;
   auto out = q.read<uint32_t>(*cell, 1);
   ASSERT_TRUE(out.ok());
   EXPECT_EQ((*out)[0], 2000u);
@@ -182,12 +184,13 @@ TEST_P(OrderingTest, GreaterEqualWaitHoldsAcrossWrapAround) {
   // wraps past 2^64 still satisfies a wait set just before the wrap.
   constexpr uint64_t kNearTheTop = UINT64_MAX - 1;
   client::Flag ticks = session_->create_flag();
+  // 4 short of the value (0, the start, would be 2 past it).
+  ASSERT_TRUE(ticks.signal(UINT64_MAX - 5).ok());
   Queue gated = session_->create_queue();
   Queue observer = session_->create_queue();
   gated.wait_for_host_value(ticks, kNearTheTop,
                             client::WaitCondition::kGreaterEqual);
   Add(gated, 1);
-  ASSERT_TRUE(ticks.signal(UINT64_MAX - 5).ok());  // 4 short of the value.
   ASSERT_TRUE(session_->flush().ok());
   absl::SleepFor(absl::Milliseconds(100));
   EXPECT_EQ(Counter(observer), 0u);

@@ -53,12 +53,25 @@ template <typename T>
 absl::StatusOr<std::shared_ptr<T>> Session::Find(uint64_t id,
                                                  absl::string_view field) {
   absl::MutexLock lock(&mu_);
+  if (closed_) return ClosedError();
   return objects_.Find<T>(id, field);
 }
 
-// FAILED_PRECONDITION once the queue holds a sticky error.
+absl::Status Session::ClosedError() {
+  // An abnormal end (the device failed, an administrator ended it) says so;
+  // a session its owner closed is simply gone.
+  if (ended_reason_.code() == absl::StatusCode::kAborted ||
+      ended_reason_.code() == absl::StatusCode::kUnavailable) {
+    return ended_reason_;
+  }
+  return absl::NotFoundError(absl::StrCat("session ", id_, " is closed"));
+}
+
+// FAILED_PRECONDITION once the queue holds a sticky error; ABORTED as it is
+// when the device failed (the session must be reopened, not the call fixed).
 absl::Status CheckLive(uint64_t id, Queue& queue) {
   if (absl::Status error = queue.error(); !error.ok()) {
+    if (error.code() == absl::StatusCode::kAborted) return error;
     return absl::FailedPreconditionError(absl::StrCat(
         "queue_id ", id, " failed earlier and takes no more work (",
         error.ToString(), ")"));
@@ -74,9 +87,7 @@ absl::StatusOr<std::shared_ptr<Queue>> Session::FindLiveQueue(uint64_t id) {
 }
 
 absl::Status Session::CheckQuota(bool queue) {
-  if (closed_) {
-    return absl::NotFoundError(absl::StrCat("session ", id_, " is closed"));
-  }
+  if (closed_) return ClosedError();
   if (objects_.size() >= ctx_.limits.max_objects) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "session holds the maximum of ", ctx_.limits.max_objects, " objects"));
@@ -510,6 +521,7 @@ absl::Status Session::LaunchKernel(const v1::LaunchKernelRequest& req,
   {
     // One lock for the queue and every buffer argument: this is the hot path.
     absl::MutexLock lock(&mu_);
+    if (closed_) return ClosedError();
     auto found = objects_.Find<Queue>(req.queue_id(), "queue_id");
     if (!found.ok()) return found.status();
     queue = *std::move(found);
@@ -572,6 +584,7 @@ void Session::Teardown(const absl::Status& reason) {
     absl::MutexLock lock(&mu_);
     if (closed_) return;
     closed_ = true;
+    ended_reason_ = reason;
     objects = objects_.TakeAll();
     queue_count_ = 0;
   }

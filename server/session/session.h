@@ -156,8 +156,11 @@ class Session {
 
   template <typename T>
   absl::StatusOr<std::shared_ptr<T>> Find(uint64_t id, absl::string_view field);
+  // Why a closed session refuses work: its abnormal end (ABORTED,
+  // UNAVAILABLE), else NOT_FOUND.
+  absl::Status ClosedError() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A queue that accepts work: NOT_FOUND if unknown, FAILED_PRECONDITION if
-  // it holds a sticky error.
+  // it holds a sticky error (ABORTED if its device failed).
   absl::StatusOr<std::shared_ptr<backend::Queue>> FindLiveQueue(uint64_t id);
   // Checks room for one more object (and one more queue if `queue`).
   absl::Status CheckQuota(bool queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -181,6 +184,7 @@ class Session {
 
   absl::Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status ended_reason_ ABSL_GUARDED_BY(mu_);
   ObjectTable objects_ ABSL_GUARDED_BY(mu_);
   uint32_t queue_count_ ABSL_GUARDED_BY(mu_) = 0;
 };

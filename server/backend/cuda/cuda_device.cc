@@ -182,8 +182,11 @@ absl::Status CudaDevice::Check(CUresult r, const char* call) {
     return absl::OkStatus();
   }
   absl::Status status = CudaError(r, call, driver_.get());
-  if (IsFatal(r)) Fail(status);
-  return status;
+  if (!IsFatal(r)) return status;
+  // Whichever call notices a lost context, the caller hears that the device
+  // failed and why, not that its own call did.
+  Fail(status);
+  return failure();
 }
 
 void CudaDevice::Warn(CUresult r, const char* call) {
@@ -451,8 +454,9 @@ absl::StatusOr<std::shared_ptr<Buffer>> CudaDevice::Allocate(uint64_t size,
     if (s.code() == absl::StatusCode::kResourceExhausted) {
       const MemoryInfo m = memory();
       return absl::ResourceExhaustedError(absl::StrCat(
-          "CUDA device ", ordinal_, " cannot allocate ", size, " bytes (",
-          m.free_bytes, " of ", m.total_bytes, " free)"));
+          "size_bytes ", size, " exceeds the free memory of CUDA device ",
+          ordinal_, " (", m.free_bytes, " of ", m.total_bytes,
+          " bytes free)"));
     }
     return s;
   }

@@ -1,8 +1,11 @@
 // CUDA buffers, events and flags.
 #include "server/backend/cuda/cuda_objects.h"
 
+#include <algorithm>
 #include <atomic>
+#include <iterator>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "server/backend/cuda/cuda_device.h"
@@ -147,20 +150,28 @@ void CudaFlag::Release(const absl::Status& reason) {
 }
 
 void CudaFlag::AddNativeWait(NativeWait wait) {
+  std::vector<NativeWait> dropped;  // Destroyed after the lock is released.
   absl::MutexLock lock(&mu_);
   // Forget waits already passed, so the list stays as short as the waits
   // actually pending.
   if (native_waits_.size() >= 64) {
-    std::erase_if(native_waits_,
-                  [](NativeWait& w) { return w.queue->Passed(w.index); });
+    auto passed = std::stable_partition(
+        native_waits_.begin(), native_waits_.end(),
+        [](NativeWait& w) { return !w.queue->Passed(w.index); });
+    std::move(passed, native_waits_.end(), std::back_inserter(dropped));
+    native_waits_.erase(passed, native_waits_.end());
   }
   native_waits_.push_back(std::move(wait));
 }
 
 bool CudaFlag::StepRelease() {
+  // A wait may hold the last reference to its queue, whose destructor takes
+  // the queue's lock: drop them only after releasing ours.
+  std::vector<NativeWait> dropped;
   absl::MutexLock lock(&mu_);
   const absl::Time now = absl::Now();
   if (device_->failed() || now > release_deadline_) {
+    dropped = std::move(native_waits_);
     native_waits_.clear();
     return false;
   }
@@ -172,6 +183,7 @@ bool CudaFlag::StepRelease() {
     if (releasing_ >= native_waits_.size()) releasing_ = 0;
     NativeWait& w = native_waits_[releasing_];
     if (w.queue->Passed(w.index)) {
+      dropped.push_back(std::move(w));
       native_waits_.erase(native_waits_.begin() + releasing_);
       releasing_since_ = absl::InfinitePast();
       continue;

@@ -60,6 +60,8 @@ absl::Status CudaQueueCore::Submit(Op op) {
 }
 
 absl::Status CudaQueueCore::IssueLocked(Op& op) {
+  // Callers' threads (gRPC's) issue too: each needs the context current.
+  if (absl::Status s = device_->MakeCurrent(); !s.ok()) return s;
   if (absl::Status s = op.issue(*this); !s.ok()) return s;
   ++issued_;
   last_issue_ = absl::Now();
