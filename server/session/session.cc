@@ -175,15 +175,31 @@ void Session::DestroyQueue(const v1::DestroyQueueRequest& req,
     done(queue.status());
     return;
   }
+  // Out of the table, but teardown must still reach it while it drains.
+  const ParkedCalls::Id parked = parked_->ParkDestroy(*queue);
+  if (parked == 0) (*queue)->Cancel(ClosedReason());
   // The callback holds the last reference: once the queue's pending work
   // has run, the caller hears of it and the device's cleanup thread
   // releases the native queue (never this callback's thread).
   Queue* raw = queue->get();
-  raw->OnIdle([queue = *std::move(queue),
-               done = std::move(done)](absl::Status) mutable {
+  raw->OnIdle([queue = *std::move(queue), done = std::move(done),
+               parked_calls = parked_, parked](absl::Status s) mutable {
+    parked_calls->Unpark(parked);
     queue.reset();
-    done(absl::OkStatus());
+    // A queue failed by its work is still destroyed (OK); one that a
+    // teardown or a device loss ended reports why.
+    const bool ended = s.code() == absl::StatusCode::kCancelled ||
+                       s.code() == absl::StatusCode::kAborted ||
+                       s.code() == absl::StatusCode::kUnavailable;
+    done(ended ? s : absl::OkStatus());
   });
+}
+
+absl::Status Session::ClosedReason() {
+  absl::MutexLock lock(&mu_);
+  return ended_reason_.ok() ? absl::CancelledError(
+                                  absl::StrCat("session ", id_, " was closed"))
+                            : ended_reason_;
 }
 
 void Session::SynchronizeQueue(const v1::SynchronizeQueueRequest& req,
@@ -274,9 +290,19 @@ void Session::SynchronizeEvent(const v1::SynchronizeEventRequest& req,
     return;
   }
   auto timed = std::make_shared<TimedDone>(std::move(done), ctx_.timer);
+  // An event completes OK even when teardown drops its record: teardown
+  // finishes this call with its reason first.
+  const ParkedCalls::Id parked = parked_->Park(timed);
+  if (parked == 0) {
+    timed->Finish(ClosedReason());
+    return;
+  }
   TimedDone::Arm(timed, req.timeout_ms(),
                  absl::StrCat("event_id ", req.event_id()), nullptr);
-  (*event)->OnComplete([timed] { timed->Finish(absl::OkStatus()); });
+  (*event)->OnComplete([timed, parked_calls = parked_, parked] {
+    parked_calls->Unpark(parked);
+    timed->Finish(absl::OkStatus());
+  });
 }
 
 absl::Status Session::QueryEvent(const v1::QueryEventRequest& req,
@@ -588,7 +614,11 @@ void Session::Teardown(const absl::Status& reason) {
     objects = objects_.TakeAll();
     queue_count_ = 0;
   }
-  std::vector<std::shared_ptr<Queue>> queues;
+  // 0. Calls no cancellation below would reach end now, with `reason`;
+  //    queues already being destroyed are torn down with the rest.
+  ParkedCalls::Taken parked = parked_->TakeAll();
+  for (auto& call : parked.calls) call->Finish(reason);
+  std::vector<std::shared_ptr<Queue>> queues = std::move(parked.destroying);
   for (auto& [id, object] : objects) {
     if (auto* queue = std::get_if<std::shared_ptr<Queue>>(&object)) {
       queues.push_back(*queue);

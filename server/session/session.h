@@ -17,6 +17,7 @@
 #include "server/modules/module_registry.h"
 #include "server/session/notification_hub.h"
 #include "server/session/object_table.h"
+#include "server/session/parked_calls.h"
 #include "server/util/timer_thread.h"
 
 namespace gpustream::session {
@@ -159,6 +160,8 @@ class Session {
   // Why a closed session refuses work: its abnormal end (ABORTED,
   // UNAVAILABLE), else NOT_FOUND.
   absl::Status ClosedError() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The status a call parked on a closed session ends with.
+  absl::Status ClosedReason() ABSL_LOCKS_EXCLUDED(mu_);
   // A queue that accepts work: NOT_FOUND if unknown, FAILED_PRECONDITION if
   // it holds a sticky error (ABORTED if its device failed).
   absl::StatusOr<std::shared_ptr<backend::Queue>> FindLiveQueue(uint64_t id);
@@ -179,6 +182,7 @@ class Session {
   // Shared with queue callbacks, which may outlive the session.
   const std::shared_ptr<NotificationHub> notifications_ =
       std::make_shared<NotificationHub>();
+  const std::shared_ptr<ParkedCalls> parked_ = std::make_shared<ParkedCalls>();
   std::atomic<int64_t> last_used_ns_{absl::GetCurrentTimeNanos()};
   std::atomic<int> open_streams_{0};
 

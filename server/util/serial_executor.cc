@@ -10,18 +10,27 @@ SerialExecutor::SerialExecutor() {
   thread_id_ = thread_.get_id();
 }
 
-SerialExecutor::~SerialExecutor() {
+SerialExecutor::~SerialExecutor() { Shutdown(); }
+
+void SerialExecutor::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
+    if (stopping_) return;
     stopping_ = true;
   }
   thread_.join();
 }
 
 void SerialExecutor::Post(absl::AnyInvocable<void()> fn) {
-  absl::MutexLock lock(&mu_);
-  work_.push_back(std::move(fn));
-  ++posted_;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!stopped_) {
+      work_.push_back(std::move(fn));
+      ++posted_;
+      return;
+    }
+  }
+  fn();
 }
 
 void SerialExecutor::Drain() {
@@ -42,7 +51,10 @@ void SerialExecutor::Loop() {
         return !work_.empty() || stopping_;
       };
       mu_.Await(absl::Condition(&ready));
-      if (work_.empty()) return;  // Stopping, and everything has run.
+      if (work_.empty()) {  // Stopping, and everything has run.
+        stopped_ = true;    // Later posts run on their callers' threads.
+        return;
+      }
       fn = std::move(work_.front());
       work_.pop_front();
     }

@@ -22,7 +22,11 @@ class SerialExecutor {
   SerialExecutor(const SerialExecutor&) = delete;
   SerialExecutor& operator=(const SerialExecutor&) = delete;
 
+  // After Shutdown(), runs `fn` at once on the caller's thread.
   void Post(absl::AnyInvocable<void()> fn);
+  // Runs everything posted, then joins the thread. Idempotent; the
+  // destructor calls it.
+  void Shutdown();
   // True on the executor's own thread.
   bool InExecutor() const { return std::this_thread::get_id() == thread_id_; }
   // Blocks until nothing is left to run, including what the closures run
@@ -37,6 +41,7 @@ class SerialExecutor {
   uint64_t posted_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t done_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
   std::thread::id thread_id_;
 };

@@ -75,10 +75,15 @@ CudaDevice::~CudaDevice() {
   stuck.clear();
   // Threads first: nothing may run while the context goes. Releases post to
   // the cleanup thread, so it is drained before and after the dispatcher.
+  // Both objects stay (a callback still running may reach them); after
+  // Shutdown() what is posted runs on the poster's thread.
   cleanup_->Drain();
-  dispatcher_.reset();
-  cleanup_->Drain();
-  cleanup_.reset();
+  dispatcher_->Shutdown();
+  cleanup_->Shutdown();
+  {
+    absl::MutexLock lock(&mu_);
+    retired_.clear();
+  }
   if (!failed() && MakeCurrent().ok()) {
     absl::MutexLock lock(&zero_mu_);
     if (zero_stream_ != nullptr && zero_epoch_ == epoch()) {
@@ -167,9 +172,30 @@ MemoryInfo CudaDevice::memory() {
 }
 
 void CudaDevice::SetFatalErrorHandler(FatalErrorHandler handler) {
+  absl::MutexLock lock(&handler_mu_);
+  on_fatal_ = std::move(handler);
+}
+
+void CudaDevice::ForgetModule(CudaModule* module) {
   absl::MutexLock lock(&mu_);
-  on_fatal_ = handler ? std::make_shared<FatalErrorHandler>(std::move(handler))
-                      : nullptr;
+  std::erase(modules_, module);
+}
+
+void CudaDevice::HoldUntilIdle(std::shared_ptr<CudaQueueCore> core) {
+  absl::MutexLock lock(&mu_);
+  retired_.emplace(core.get(), std::move(core));
+}
+
+void CudaDevice::LetGo(CudaQueueCore* core) {
+  std::shared_ptr<CudaQueueCore> held;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = retired_.find(core);
+    if (it == retired_.end()) return;
+    held = std::move(it->second);
+    retired_.erase(it);
+  }
+  cleanup_->Post([held = std::move(held)] {});
 }
 
 absl::Status CudaDevice::failure() {
@@ -196,7 +222,6 @@ void CudaDevice::Warn(CUresult r, const char* call) {
 }
 
 void CudaDevice::Fail(absl::Status status) {
-  std::shared_ptr<FatalErrorHandler> handler;
   std::vector<std::shared_ptr<CudaQueueCore>> queues;
   std::vector<EventWatch> watches;
   {
@@ -211,15 +236,15 @@ void CudaDevice::Fail(absl::Status status) {
     tracked_.clear();
     watches.swap(event_watches_);
     releasing_.clear();
-    handler = on_fatal_;
   }
   std::cerr << "gpustreamd: " << status.message() << std::endl;
   // On the dispatcher: the caller may hold a queue's lock (a failed launch).
-  dispatcher_->Post([queues = std::move(queues), watches = std::move(watches),
-                     handler, status]() mutable {
+  dispatcher_->Post([this, queues = std::move(queues),
+                     watches = std::move(watches), status]() mutable {
     for (auto& core : queues) core->Fail(status);
     for (auto& w : watches) w.done();
-    if (handler != nullptr) (*handler)(status);
+    absl::MutexLock lock(&handler_mu_);
+    if (on_fatal_) on_fatal_(status);
   });
 }
 
@@ -455,8 +480,7 @@ absl::StatusOr<std::shared_ptr<Buffer>> CudaDevice::Allocate(uint64_t size,
       const MemoryInfo m = memory();
       return absl::ResourceExhaustedError(absl::StrCat(
           "size_bytes ", size, " exceeds the free memory of CUDA device ",
-          ordinal_, " (", m.free_bytes, " of ", m.total_bytes,
-          " bytes free)"));
+          ordinal_, " (", m.free_bytes, " of ", m.total_bytes, " bytes free)"));
     }
     return s;
   }

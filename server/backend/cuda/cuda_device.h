@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "server/backend/cuda/cuda_dispatcher.h"
@@ -81,6 +82,13 @@ class CudaDevice : public Device {
   CudaEventPool& events() { return events_; }
   CudaStagingPool& staging() { return staging_; }
   CudaSlotAllocator& slots() { return slots_; }
+  // A module stops being reloaded by Recover (it is being destroyed).
+  void ForgetModule(CudaModule* module);
+  // Keeps a retired queue's state until its stream is idle.
+  void HoldUntilIdle(std::shared_ptr<CudaQueueCore> core);
+  // The queue is idle and destroyed: let go of it (off the caller's stack:
+  // this may drop the last reference).
+  void LetGo(CudaQueueCore* core);
   // Runs `fn` on the cleanup thread with the context current, unless the
   // object's context (`epoch`) is gone.
   void Release(uint64_t epoch, absl::AnyInvocable<void()> fn);
@@ -132,11 +140,15 @@ class CudaDevice : public Device {
 
   absl::Mutex mu_;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
-  // Shared so a call in progress keeps it alive if it is replaced.
-  std::shared_ptr<FatalErrorHandler> on_fatal_ ABSL_GUARDED_BY(mu_);
+  // Held while the handler runs, so that replacing it (the owner going
+  // away) waits for a call in progress and stops later ones.
+  absl::Mutex handler_mu_;
+  FatalErrorHandler on_fatal_ ABSL_GUARDED_BY(handler_mu_);
   std::vector<std::weak_ptr<CudaQueueCore>> tracked_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<CudaFlag>> releasing_ ABSL_GUARDED_BY(mu_);
   std::vector<CudaModule*> modules_ ABSL_GUARDED_BY(mu_);  // For Recover.
+  absl::flat_hash_map<CudaQueueCore*, std::shared_ptr<CudaQueueCore>> retired_
+      ABSL_GUARDED_BY(mu_);
   struct EventWatch {
     std::shared_ptr<CudaEventPoint> point;
     absl::AnyInvocable<void()> done;

@@ -14,17 +14,26 @@ CudaDispatcher::CudaDispatcher(absl::AnyInvocable<void()> on_start,
   thread_ = std::thread(&CudaDispatcher::Loop, this);
 }
 
-CudaDispatcher::~CudaDispatcher() {
+CudaDispatcher::~CudaDispatcher() { Shutdown(); }
+
+void CudaDispatcher::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
+    if (stopping_) return;
     stopping_ = true;
   }
   thread_.join();
 }
 
 void CudaDispatcher::Post(absl::AnyInvocable<void()> fn) {
-  absl::MutexLock lock(&mu_);
-  work_.push_back(std::move(fn));
+  {
+    absl::MutexLock lock(&mu_);
+    if (!stopped_) {
+      work_.push_back(std::move(fn));
+      return;
+    }
+  }
+  fn();
 }
 
 void CudaDispatcher::Wake() {
@@ -47,7 +56,10 @@ void CudaDispatcher::Loop() {
       } else {
         mu_.Await(absl::Condition(&ready));
       }
-      if (stopping_ && work_.empty()) return;
+      if (stopping_ && work_.empty()) {
+        stopped_ = true;  // Later posts run on their callers' threads.
+        return;
+      }
       woken_ = false;
       batch.swap(work_);
     }

@@ -27,7 +27,10 @@ class CudaDispatcher {
   CudaDispatcher(const CudaDispatcher&) = delete;
   CudaDispatcher& operator=(const CudaDispatcher&) = delete;
 
+  // After Shutdown(), runs `fn` at once on the caller's thread.
   void Post(absl::AnyInvocable<void()> fn);
+  // Runs what was posted and joins the thread. Idempotent.
+  void Shutdown();
   // Wakes the thread for a tick (something pollable appeared).
   void Wake();
   bool InDispatcher() const {
@@ -44,6 +47,7 @@ class CudaDispatcher {
   std::deque<absl::AnyInvocable<void()>> work_ ABSL_GUARDED_BY(mu_);
   bool woken_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

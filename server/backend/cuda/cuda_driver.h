@@ -17,27 +17,52 @@ namespace gpustream::backend {
 // cuMemAlloc_v2). Immutable after Load; the library stays loaded for the
 // process's lifetime (driver threads may still run its code at exit).
 struct CudaDriver {
-#define GPUSTREAM_CUDA_ENTRY_POINTS(X)                                         \
-  X(cuInit)                                                                    \
-  X(cuDriverGetVersion)                                                        \
-  X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGetCount) X(cuDeviceGet) X(  \
-      cuDeviceGetName) X(cuDeviceTotalMem) X(cuDeviceGetAttribute)             \
-      X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(              \
-          cuDevicePrimaryCtxReset) X(cuCtxSetCurrent)                          \
-          X(cuCtxGetStreamPriorityRange) X(cuStreamCreateWithPriority) X(      \
-              cuStreamDestroy) X(cuStreamQuery) X(cuStreamSynchronize)         \
-              X(cuStreamWaitEvent) X(cuStreamWaitValue64) X(                   \
-                  cuStreamWriteValue64) X(cuLaunchHostFunc) X(cuLaunchKernel)  \
-                  X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)          \
-                      X(cuEventQuery) X(cuEventElapsedTime) X(cuMemAlloc)      \
-                          X(cuMemFree) X(cuMemHostAlloc) X(cuMemFreeHost)      \
-                              X(cuMemHostGetDevicePointer) X(cuMemGetInfo)     \
-                                  X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X( \
-                                      cuMemcpyDtoDAsync) X(cuMemsetD32Async)   \
-                                      X(cuModuleLoadData) X(cuModuleUnload)    \
-                                          X(cuModuleGetFunction)               \
-                                              X(cuFuncGetParamInfo)            \
-                                                  X(cuFuncGetAttribute)
+  // clang-format off
+#define GPUSTREAM_CUDA_ENTRY_POINTS(X) \
+  X(cuInit) \
+  X(cuDriverGetVersion) \
+  X(cuGetErrorName) \
+  X(cuGetErrorString) \
+  X(cuDeviceGetCount) \
+  X(cuDeviceGet) \
+  X(cuDeviceGetName) \
+  X(cuDeviceTotalMem) \
+  X(cuDeviceGetAttribute) \
+  X(cuDevicePrimaryCtxRetain) \
+  X(cuDevicePrimaryCtxRelease) \
+  X(cuDevicePrimaryCtxReset) \
+  X(cuCtxSetCurrent) \
+  X(cuCtxGetStreamPriorityRange) \
+  X(cuStreamCreateWithPriority) \
+  X(cuStreamDestroy) \
+  X(cuStreamQuery) \
+  X(cuStreamSynchronize) \
+  X(cuStreamWaitEvent) \
+  X(cuStreamWaitValue64) \
+  X(cuStreamWriteValue64) \
+  X(cuLaunchHostFunc) \
+  X(cuLaunchKernel) \
+  X(cuEventCreate) \
+  X(cuEventDestroy) \
+  X(cuEventRecord) \
+  X(cuEventQuery) \
+  X(cuEventElapsedTime) \
+  X(cuMemAlloc) \
+  X(cuMemFree) \
+  X(cuMemHostAlloc) \
+  X(cuMemFreeHost) \
+  X(cuMemHostGetDevicePointer) \
+  X(cuMemGetInfo) \
+  X(cuMemcpyHtoDAsync) \
+  X(cuMemcpyDtoHAsync) \
+  X(cuMemcpyDtoDAsync) \
+  X(cuMemsetD32Async) \
+  X(cuModuleLoadData) \
+  X(cuModuleUnload) \
+  X(cuModuleGetFunction) \
+  X(cuFuncGetParamInfo) \
+  X(cuFuncGetAttribute)
+  // clang-format on
 #define GPUSTREAM_CUDA_DECLARE(name) decltype(&::name) name = nullptr;
   GPUSTREAM_CUDA_ENTRY_POINTS(GPUSTREAM_CUDA_DECLARE)
 #undef GPUSTREAM_CUDA_DECLARE

@@ -63,6 +63,7 @@ absl::StatusOr<std::unique_ptr<CudaModule>> CudaModule::Load(
 }
 
 CudaModule::~CudaModule() {
+  device_->ForgetModule(this);
   if (module_ == nullptr || epoch_ != device_->epoch()) return;
   if (device_->MakeCurrent().ok()) device_->driver().cuModuleUnload(module_);
 }

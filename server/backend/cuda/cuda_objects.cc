@@ -17,8 +17,6 @@ namespace {
 // How long the releaser keeps one awaited value stored before it tries the
 // next wait (the queue may still be busy before reaching its wait).
 constexpr absl::Duration kReleaseRotate = absl::Milliseconds(20);
-// After this, the releaser gives up (the stream is stuck elsewhere).
-constexpr absl::Duration kReleaseLimit = absl::Seconds(30);
 
 }  // namespace
 
@@ -42,6 +40,7 @@ CudaEventPoint::~CudaEventPoint() {
 }
 
 bool PointComplete(CudaDevice& device, CudaEventPoint& point) {
+  if (point.skipped.load(std::memory_order_acquire)) return true;
   if (!point.issued.load(std::memory_order_acquire)) return device.failed();
   if (point.epoch != device.epoch() || device.failed()) return true;
   if (!device.MakeCurrent().ok()) return true;
@@ -127,7 +126,7 @@ void CudaFlag::Store(uint64_t value) {
   device_->dispatcher().Wake();  // Waits the daemon holds may go.
 }
 
-void CudaFlag::Changed() { waiters_.Notify(Load()); }
+void CudaFlag::Changed(uint64_t value) { waiters_.Notify(value); }
 
 Flag::WaitId CudaFlag::AsyncWait(uint64_t value, WaitCondition condition,
                                  WaitDone done) {
@@ -143,7 +142,6 @@ void CudaFlag::Release(const absl::Status& reason) {
     device_waits = !native_waits_.empty();
     releasing_ = 0;
     releasing_since_ = absl::InfinitePast();
-    release_deadline_ = absl::Now() + kReleaseLimit;
   }
   device_->dispatcher().Wake();  // Daemon-held waits on it may go.
   if (device_waits) device_->TrackRelease(shared_from_this());
@@ -170,7 +168,9 @@ bool CudaFlag::StepRelease() {
   std::vector<NativeWait> dropped;
   absl::MutexLock lock(&mu_);
   const absl::Time now = absl::Now();
-  if (device_->failed() || now > release_deadline_) {
+  // Until every wait has passed: a queue busy for long before its wait
+  // (a long kernel) is released when it gets there.
+  if (device_->failed()) {
     dropped = std::move(native_waits_);
     native_waits_.clear();
     return false;

@@ -64,6 +64,8 @@ struct CudaEventPoint {
   const bool timing;
   const uint64_t epoch;
   std::atomic<bool> issued{false};  // cuEventRecord has been called.
+  // Dropped before reaching its stream: complete, and nothing to wait for.
+  std::atomic<bool> skipped{false};
 };
 
 class CudaEvent : public Event {
@@ -106,8 +108,9 @@ class CudaFlag : public Flag, public std::enable_shared_from_this<CudaFlag> {
 
   CUdeviceptr device_ptr() const { return slot_.device; }
   bool released() { return waiters_.released(); }
-  // A stream stored into the flag: wake host waiters it satisfies.
-  void Changed();
+  // A stream stored `value` into the flag: wake the host waiters it
+  // satisfies (each value a queue writes is seen, even if overwritten).
+  void Changed(uint64_t value);
 
   // A wait handed to a stream: after it, the stream writes `index` into the
   // queue's progress word, so the releaser knows when it has passed.
@@ -130,7 +133,6 @@ class CudaFlag : public Flag, public std::enable_shared_from_this<CudaFlag> {
   std::vector<NativeWait> native_waits_ ABSL_GUARDED_BY(mu_);
   size_t releasing_ ABSL_GUARDED_BY(mu_) = 0;  // Index into native_waits_.
   absl::Time releasing_since_ ABSL_GUARDED_BY(mu_);
-  absl::Time release_deadline_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gpustream::backend

@@ -127,14 +127,27 @@ absl::Status CudaQueue::Record(std::shared_ptr<CudaEventPoint> point) {
     }
     return s;
   };
-  op.done = [point](absl::Status) {};
+  op.done = [point](absl::Status) {
+    // Dropped before it reached the stream (its queue failed or was
+    // cancelled): the record counts as complete, so no wait hangs on it.
+    if (!point->issued.load(std::memory_order_acquire)) {
+      point->skipped.store(true, std::memory_order_release);
+      point->device->dispatcher().Wake();
+    }
+  };
   return core_->Submit(std::move(op));
 }
 
 absl::Status CudaQueue::WaitPoint(std::shared_ptr<CudaEventPoint> point) {
   CudaQueueCore::Op op;
-  op.ready = [point] { return point->issued.load(std::memory_order_acquire); };
+  op.ready = [point] {
+    return point->issued.load(std::memory_order_acquire) ||
+           point->skipped.load(std::memory_order_acquire);
+  };
   op.issue = [point](CudaQueueCore& q) {
+    if (!point->issued.load(std::memory_order_acquire)) {
+      return absl::OkStatus();  // The record was dropped: nothing to wait.
+    }
     return q.device().Check(
         q.device().driver().cuStreamWaitEvent(q.stream(), point->event, 0),
         "cuStreamWaitEvent");
@@ -184,6 +197,9 @@ absl::Status CudaQueue::WaitFlag(std::shared_ptr<Flag> flag_base,
   op.issue =
       [flag, value, condition](
           CudaQueueCore& q) ABSL_NO_THREAD_SAFETY_ANALYSIS {  // q.mu_ is held.
+        // Released while the wait was held in the daemon: nobody stores the
+        // value any more, and the releaser looks for no new waits.
+        if (flag->released()) return absl::OkStatus();
         auto progress = q.ProgressSlot();
         if (!progress.ok()) return progress.status();
         const CudaDriver& driver = q.device().driver();
@@ -223,8 +239,8 @@ absl::Status CudaQueue::WriteFlag(std::shared_ptr<Flag> flag_base,
                                 q.stream(), flag->device_ptr(), value, 0),
                             "cuStreamWriteValue64");
   };
-  op.done = [flag](absl::Status s) {
-    if (s.ok()) flag->Changed();
+  op.done = [flag, value](absl::Status s) {
+    if (s.ok()) flag->Changed(value);
   };
   return core_->Submit(std::move(op));
 }

@@ -184,7 +184,9 @@ void CudaQueueCore::Fail(const absl::Status& status) {
 bool CudaQueueCore::IsIdle() {
   absl::MutexLock lock(&mu_);
   if (IdleLocked()) return true;
-  if (!held_.empty() || device_->failed() || !device_->MakeCurrent().ok()) {
+  // Callbacks not yet run (a host function, a read's delivery) mean busy.
+  if (!held_.empty() || !pending_.empty() || device_->failed() ||
+      !device_->MakeCurrent().ok()) {
     return device_->failed();
   }
   // Markers lag; the stream itself knows.
@@ -199,12 +201,16 @@ absl::Status CudaQueueCore::error() {
 void CudaQueueCore::Retire() {
   absl::MutexLock lock(&mu_);
   retired_ = true;
+  // Work still running keeps its callbacks (a read, a host function) and
+  // what it uses: the device holds this state until the stream is idle.
+  if (!IdleLocked()) device_->HoldUntilIdle(shared_from_this());
   MaybeDestroyLocked();
 }
 
 void CudaQueueCore::MaybeDestroyLocked() {
   if (destroyed_ || !retired_ || !IdleLocked()) return;
   destroyed_ = true;
+  device_->LetGo(this);
   device_->Release(epoch_, [device = device_, stream = stream_] {
     device->Warn(device->driver().cuStreamDestroy(stream), "cuStreamDestroy");
   });
@@ -280,13 +286,20 @@ bool CudaQueueCore::Passed(uint64_t index) {
 
 void CudaQueueCore::Deliver(Callbacks callbacks) {
   if (callbacks.empty()) return;
+  // Each callback goes as soon as it has run: what it held (buffers whose
+  // memory a later callback's caller expects back) is released in order.
+  auto run = [](Callbacks& callbacks) {
+    for (auto& [fn, status] : callbacks) {
+      fn(status);
+      fn = nullptr;
+    }
+  };
   if (device_->dispatcher().InDispatcher()) {
-    for (auto& [fn, status] : callbacks) fn(status);
+    run(callbacks);
     return;
   }
-  device_->dispatcher().Post([callbacks = std::move(callbacks)]() mutable {
-    for (auto& [fn, status] : callbacks) fn(status);
-  });
+  device_->dispatcher().Post(
+      [run, callbacks = std::move(callbacks)]() mutable { run(callbacks); });
 }
 
 }  // namespace gpustream::backend
