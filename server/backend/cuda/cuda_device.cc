@@ -58,27 +58,31 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(
 }
 
 CudaDevice::~CudaDevice() {
+  // The dispatcher first, so that no tick holds queues out of the lists
+  // below; from then on posts run on the poster's thread.
+  dispatcher_->Shutdown();
   // Work that never completed (a stream stuck at shutdown) completes with
-  // an error, so nothing it holds outlives the device.
+  // an error, so nothing it holds outlives the device; host event waits
+  // end too.
   std::vector<std::shared_ptr<CudaQueueCore>> stuck;
+  std::vector<EventWatch> watches;
   {
     absl::MutexLock lock(&mu_);
     for (auto& weak : tracked_) {
       if (auto core = weak.lock()) stuck.push_back(std::move(core));
     }
+    for (auto& [raw, core] : retired_) stuck.push_back(core);
     tracked_.clear();
     releasing_.clear();
+    watches.swap(event_watches_);
   }
-  for (auto& core : stuck) {
-    core->Fail(absl::UnavailableError("the CUDA device is shutting down"));
-  }
+  const absl::Status shutdown =
+      absl::UnavailableError("the CUDA device is shutting down");
+  for (auto& core : stuck) core->Fail(shutdown);
   stuck.clear();
-  // Threads first: nothing may run while the context goes. Releases post to
-  // the cleanup thread, so it is drained before and after the dispatcher.
-  // Both objects stay (a callback still running may reach them); after
-  // Shutdown() what is posted runs on the poster's thread.
-  cleanup_->Drain();
-  dispatcher_->Shutdown();
+  for (auto& w : watches) w.done();
+  watches.clear();
+  // Then the releases those posted, and no more cleanup thread.
   cleanup_->Shutdown();
   {
     absl::MutexLock lock(&mu_);

@@ -18,6 +18,11 @@ namespace {
 // next wait (the queue may still be busy before reaching its wait).
 constexpr absl::Duration kReleaseRotate = absl::Milliseconds(20);
 
+bool Passed(const CudaFlag::NativeWait& w) {
+  std::shared_ptr<CudaQueueCore> queue = w.queue.lock();
+  return queue == nullptr || queue->Passed(w.index);
+}
+
 }  // namespace
 
 // --- Buffers ----------------------------------------------------------------
@@ -149,17 +154,25 @@ void CudaFlag::Release(const absl::Status& reason) {
 
 void CudaFlag::AddNativeWait(NativeWait wait) {
   std::vector<NativeWait> dropped;  // Destroyed after the lock is released.
-  absl::MutexLock lock(&mu_);
-  // Forget waits already passed, so the list stays as short as the waits
-  // actually pending.
-  if (native_waits_.size() >= 64) {
-    auto passed = std::stable_partition(
-        native_waits_.begin(), native_waits_.end(),
-        [](NativeWait& w) { return !w.queue->Passed(w.index); });
-    std::move(passed, native_waits_.end(), std::back_inserter(dropped));
-    native_waits_.erase(passed, native_waits_.end());
+  bool start_releaser;
+  {
+    absl::MutexLock lock(&mu_);
+    // Forget waits already passed, so the list stays as short as the waits
+    // actually pending.
+    if (native_waits_.size() >= 64) {
+      auto passed =
+          std::stable_partition(native_waits_.begin(), native_waits_.end(),
+                                [](NativeWait& w) { return !Passed(w); });
+      std::move(passed, native_waits_.end(), std::back_inserter(dropped));
+      native_waits_.erase(passed, native_waits_.end());
+    }
+    native_waits_.push_back(std::move(wait));
+    // Release() marks the flag released before it looks at native_waits_
+    // under mu_: if it looked before this push, the flag reads released
+    // here, and this starts the releaser itself.
+    start_releaser = waiters_.released();
   }
-  native_waits_.push_back(std::move(wait));
+  if (start_releaser) device_->TrackRelease(shared_from_this());
 }
 
 bool CudaFlag::StepRelease() {
@@ -182,7 +195,7 @@ bool CudaFlag::StepRelease() {
     if (native_waits_.empty()) return false;
     if (releasing_ >= native_waits_.size()) releasing_ = 0;
     NativeWait& w = native_waits_[releasing_];
-    if (w.queue->Passed(w.index)) {
+    if (Passed(w)) {
       dropped.push_back(std::move(w));
       native_waits_.erase(native_waits_.begin() + releasing_);
       releasing_since_ = absl::InfinitePast();

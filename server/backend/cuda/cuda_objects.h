@@ -115,7 +115,9 @@ class CudaFlag : public Flag, public std::enable_shared_from_this<CudaFlag> {
   // A wait handed to a stream: after it, the stream writes `index` into the
   // queue's progress word, so the releaser knows when it has passed.
   struct NativeWait {
-    std::shared_ptr<CudaQueueCore> queue;
+    // Weak: the queue's pending work holds this flag; a queue gone has
+    // passed all its waits.
+    std::weak_ptr<CudaQueueCore> queue;
     uint64_t index;
     uint64_t value;
   };

@@ -109,7 +109,7 @@ class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore> {
   void StickLocked(const absl::Status& status, Callbacks* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool IdleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return held_.empty() && completed_ == issued_;
+    return held_.empty() && completed_ == issued_ && delivering_ == 0;
   }
   void MaybeDestroyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs callbacks on the dispatcher (at once when already there).
@@ -126,6 +126,9 @@ class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore> {
   uint64_t issued_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t completed_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t marked_ ABSL_GUARDED_BY(mu_) = 0;
+  // Completions taken out of pending_ whose callbacks have not run yet: the
+  // queue is not idle until they have (a host function, a read's data).
+  int delivering_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_issue_ ABSL_GUARDED_BY(mu_);
   absl::Time last_query_ ABSL_GUARDED_BY(mu_);
   absl::Status error_ ABSL_GUARDED_BY(mu_);

@@ -17,8 +17,9 @@ constexpr absl::Duration kMarkDelay = absl::Microseconds(500);
 
 }  // namespace
 
-CudaQueueCore::~CudaQueueCore() {
-  absl::MutexLock lock(&mu_);
+// No lock: nobody else can reach a core being destroyed, and taking mu_
+// here would order it after whatever lock the last owner holds.
+CudaQueueCore::~CudaQueueCore() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   if (has_progress_) device_->slots().Put(progress_);
   if (destroyed_) return;
   // Nothing refers to the stream any more; CUDA releases a stream destroyed
@@ -185,8 +186,8 @@ bool CudaQueueCore::IsIdle() {
   absl::MutexLock lock(&mu_);
   if (IdleLocked()) return true;
   // Callbacks not yet run (a host function, a read's delivery) mean busy.
-  if (!held_.empty() || !pending_.empty() || device_->failed() ||
-      !device_->MakeCurrent().ok()) {
+  if (!held_.empty() || !pending_.empty() || delivering_ != 0 ||
+      device_->failed() || !device_->MakeCurrent().ok()) {
     return device_->failed();
   }
   // Markers lag; the stream itself knows.
@@ -231,9 +232,16 @@ void CudaQueueCore::Completed(uint64_t count) {
       pending_.pop_front();
     }
     PumpLocked(&callbacks);
-    MaybeDestroyLocked();
+    if (callbacks.empty()) {
+      MaybeDestroyLocked();
+      return;
+    }
+    ++delivering_;
   }
-  Deliver(std::move(callbacks));
+  Deliver(std::move(callbacks));  // On the dispatcher: runs them now.
+  absl::MutexLock lock(&mu_);
+  --delivering_;
+  MaybeDestroyLocked();
 }
 
 bool CudaQueueCore::Tick() {
