@@ -3,6 +3,7 @@
 // driver where one exists), as StreamExecutor runs one stream suite on CUDA
 // and ROCm. Parameterized by backend; a backend that is absent is skipped
 // with the reason.
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -110,10 +111,9 @@ TEST_P(DeviceConformanceTest, SamplesModuleListsApiKernelsWithLayouts) {
   std::vector<std::string> names;
   for (const auto& k : samples_->info().kernels) names.push_back(k.name);
   std::sort(names.begin(), names.end());
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"add_u64", "fill_u32", "noop",
-                                      "saxpy_f32", "spin_ns",
-                                      "vector_add_f32"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"add_u64", "fill_u32", "noop",
+                                             "saxpy_f32", "spin_ns",
+                                             "vector_add_f32"}));
   const KernelSignature& saxpy = K("saxpy_f32").signature();
   EXPECT_EQ(saxpy.params,
             (std::vector<ParamKind>{ParamKind::kF32, ParamKind::kBuffer,
@@ -140,9 +140,10 @@ TEST_P(DeviceConformanceTest, FillThenVectorAddReadsBackSums) {
   ASSERT_TRUE(q->Launch(K("fill_u32"), {{4}, {4}},
                         {BufferArg{b}, 0x40000000u, uint64_t{16}})
                   .ok());
-  ASSERT_TRUE(q->Launch(K("vector_add_f32"), {{1}, {16}},
-                        {BufferArg{a}, BufferArg{b}, BufferArg{c}, uint64_t{16}})
-                  .ok());
+  ASSERT_TRUE(
+      q->Launch(K("vector_add_f32"), {{1}, {16}},
+                {BufferArg{a}, BufferArg{b}, BufferArg{c}, uint64_t{16}})
+          .ok());
   std::string bytes = ReadBack(*q, c, 0, 64);
   ASSERT_EQ(bytes.size(), 64u) << bytes;
   for (int i = 0; i < 16; ++i) {
@@ -156,8 +157,8 @@ TEST_P(DeviceConformanceTest, WriteCopyFillSaxpyReadBack) {
   auto q = NewQueue();
   auto x = Alloc(16), y = *device_->Allocate(16, MemoryKind::kHostPinned);
   std::vector<float> xs = {1, 2, 3, 4};
-  ASSERT_TRUE(q->Write(x, 0, std::string(reinterpret_cast<char*>(xs.data()), 16))
-                  .ok());
+  ASSERT_TRUE(
+      q->Write(x, 0, std::string(reinterpret_cast<char*>(xs.data()), 16)).ok());
   ASSERT_TRUE(q->Copy(x, 0, y, 0, 16).ok());
   ASSERT_TRUE(q->Launch(K("saxpy_f32"), {{1}, {4}},
                         {2.0f, BufferArg{x}, BufferArg{y}, uint64_t{4}})
@@ -243,8 +244,9 @@ TEST_P(DeviceConformanceTest, ReleaseCancelsHostWaitsAndUnblocksQueues) {
   auto q = NewQueue();
   auto flag = *device_->CreateFlag();
   auto status = std::make_shared<absl::Status>();
-  flag->AsyncWait(1, WaitCondition::kEqual,
-                  [status](absl::StatusOr<uint64_t> v) { *status = v.status(); });
+  flag->AsyncWait(
+      1, WaitCondition::kEqual,
+      [status](absl::StatusOr<uint64_t> v) { *status = v.status(); });
   ASSERT_TRUE(q->WaitFlag(flag, 1, WaitCondition::kEqual).ok());
   flag->Release(absl::CancelledError("released"));
   EXPECT_EQ(status->code(), absl::StatusCode::kCancelled);
@@ -258,10 +260,10 @@ TEST_P(DeviceConformanceTest, EqualWaitsOnDifferentValuesAllReleased) {
   std::vector<std::shared_ptr<Queue>> queues;
   for (uint64_t value : {5, 7, 9}) {
     queues.push_back(NewQueue());
-    ASSERT_TRUE(queues.back()->WaitFlag(flag, value, WaitCondition::kEqual).ok());
-    ASSERT_TRUE(queues.back()
-                    ->WaitFlag(flag, value + 100, WaitCondition::kEqual)
-                    .ok());
+    ASSERT_TRUE(
+        queues.back()->WaitFlag(flag, value, WaitCondition::kEqual).ok());
+    ASSERT_TRUE(
+        queues.back()->WaitFlag(flag, value + 100, WaitCondition::kEqual).ok());
   }
   absl::SleepFor(absl::Milliseconds(20));
   for (auto& q : queues) EXPECT_FALSE(q->IsIdle());
@@ -311,10 +313,10 @@ TEST_P(DeviceConformanceTest, WaitEventBindsToTheRecordAtEnqueue) {
   ASSERT_TRUE(stalled->WaitFlag(flag, 1, WaitCondition::kEqual).ok());
   ASSERT_TRUE(stalled->RecordEvent(event).ok());
   ASSERT_TRUE(waiter->WaitEvent(event).ok());
-  ASSERT_TRUE(waiter
-                  ->Launch(K("add_u64"), {{1}, {1}},
-                           {BufferArg{counter}, uint64_t{1}})
-                  .ok());
+  ASSERT_TRUE(
+      waiter
+          ->Launch(K("add_u64"), {{1}, {1}}, {BufferArg{counter}, uint64_t{1}})
+          .ok());
   ASSERT_TRUE(idle->RecordEvent(event).ok());  // Re-record, completes at once.
   ASSERT_TRUE(Sync(*idle).ok());
   EXPECT_TRUE(event->IsComplete());  // The latest record has completed...
@@ -329,9 +331,10 @@ TEST_P(DeviceConformanceTest, WaitQueueOrdersAfterOtherQueuesWork) {
   auto flag = *device_->CreateFlag();
   auto buf = Alloc(4);
   ASSERT_TRUE(first->WaitFlag(flag, 1, WaitCondition::kEqual).ok());
-  ASSERT_TRUE(
-      first->Launch(K("fill_u32"), {{1}, {1}}, {BufferArg{buf}, 11u, uint64_t{1}})
-          .ok());
+  ASSERT_TRUE(first
+                  ->Launch(K("fill_u32"), {{1}, {1}},
+                           {BufferArg{buf}, 11u, uint64_t{1}})
+                  .ok());
   ASSERT_TRUE(second->WaitQueue(*first).ok());
   ASSERT_TRUE(second
                   ->Launch(K("fill_u32"), {{1}, {1}},
@@ -369,8 +372,7 @@ TEST_P(DeviceConformanceTest, ElapsedTimeCoversSpin) {
   auto q = NewQueue();
   auto start = *device_->CreateEvent(true), end = *device_->CreateEvent(true);
   ASSERT_TRUE(q->RecordEvent(start).ok());
-  ASSERT_TRUE(
-      q->Launch(K("spin_ns"), {{1}, {1}}, {uint64_t{20'000'000}}).ok());
+  ASSERT_TRUE(q->Launch(K("spin_ns"), {{1}, {1}}, {uint64_t{20'000'000}}).ok());
   ASSERT_TRUE(q->RecordEvent(end).ok());
   ASSERT_TRUE(Sync(*q).ok());
   auto ms = end->ElapsedMillisSince(*start);
@@ -478,10 +480,9 @@ TEST_P(DeviceConformanceTest, MemoryLimitAndReclaim) {
   device_->FlushCleanup();
   const uint64_t free_before = device_->memory().free_bytes;
   ASSERT_GT(free_before, uint64_t{1} << 20);
-  EXPECT_EQ(device_->Allocate(free_before + 1, MemoryKind::kDevice)
-                .status()
-                .code(),
-            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(
+      device_->Allocate(free_before + 1, MemoryKind::kDevice).status().code(),
+      absl::StatusCode::kResourceExhausted);
   {
     auto big = Alloc(1 << 20);
     EXPECT_LE(device_->memory().free_bytes, free_before - (1 << 20));
@@ -501,6 +502,66 @@ TEST_P(DeviceConformanceTest, QueueDroppedFromItsOwnCallback) {
   q.reset();
   EXPECT_TRUE(done->WaitForNotificationWithTimeout(kLong));
   device_->FlushCleanup();
+}
+
+// A record dropped before it reached its queue's stream (the queue was
+// cancelled while the record waited behind a stalled wait) still counts as
+// complete: another queue waiting on it does not hang.
+TEST_P(DeviceConformanceTest, WaitOnARecordDroppedByCancelDoesNotHang) {
+  auto stalled = NewQueue(), waiter = NewQueue();
+  auto flag = *device_->CreateFlag();
+  auto event = *device_->CreateEvent(false);
+  auto counter = Alloc(8);
+  ASSERT_TRUE(stalled->WaitFlag(flag, 1, WaitCondition::kEqual).ok());
+  for (int i = 0; i < 1000; ++i) {  // Past a GPU queue's budget: held.
+    ASSERT_TRUE(stalled
+                    ->Launch(K("add_u64"), {{1}, {1}},
+                             {BufferArg{counter}, uint64_t{1}})
+                    .ok());
+  }
+  ASSERT_TRUE(stalled->RecordEvent(event).ok());
+  ASSERT_TRUE(waiter->WaitEvent(event).ok());
+  stalled->Cancel(absl::CancelledError("closed"));
+  flag->Release(absl::CancelledError("closed"));
+  EXPECT_TRUE(Sync(*waiter, absl::Seconds(5)).ok());
+  EXPECT_TRUE(event->IsComplete());
+}
+
+// A queue dropped while its read is in flight still delivers the read.
+TEST_P(DeviceConformanceTest, DroppingABusyQueueStillCompletesItsRead) {
+  auto q = NewQueue();
+  auto buf = Alloc(8);
+  ASSERT_TRUE(q->Launch(K("spin_ns"), {{1}, {1}}, {uint64_t{20'000'000}}).ok());
+  ASSERT_TRUE(
+      q->Launch(K("add_u64"), {{1}, {1}}, {BufferArg{buf}, uint64_t{9}}).ok());
+  auto got = std::make_shared<absl::Notification>();
+  auto data = std::make_shared<std::string>();
+  ASSERT_TRUE(q->Read(buf, 0, 8, [got, data](absl::StatusOr<std::string> d) {
+                 *data = d.ok() ? *d : d.status().ToString();
+                 got->Notify();
+               }).ok());
+  q.reset();
+  ASSERT_TRUE(got->WaitForNotificationWithTimeout(kLong));
+  ASSERT_EQ(data->size(), 8u) << *data;
+  uint64_t v;
+  std::memcpy(&v, data->data(), 8);
+  EXPECT_EQ(v, 9u);
+}
+
+// Host waits see every value a queue writes, even one overwritten at once.
+TEST_P(DeviceConformanceTest, HostEqualWaitSeesEachValueTheQueueWrites) {
+  auto q = NewQueue();
+  auto flag = *device_->CreateFlag();
+  auto seen = std::make_shared<std::atomic<int>>(0);
+  for (uint64_t v = 1; v <= 20; ++v) {
+    flag->AsyncWait(v, WaitCondition::kEqual,
+                    [seen](absl::StatusOr<uint64_t> got) {
+                      if (got.ok()) seen->fetch_add(1);
+                    });
+  }
+  for (uint64_t v = 1; v <= 20; ++v) ASSERT_TRUE(q->WriteFlag(flag, v).ok());
+  ASSERT_TRUE(Sync(*q).ok());
+  EXPECT_EQ(seen->load(), 20);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, DeviceConformanceTest,
