@@ -1,5 +1,5 @@
 // Thousands of random, mostly malformed commands from a seeded generator,
-// on a real gpustreamd: every one is answered with a code of API.md's table,
+// on a real gpustreamd: every one is answered with a code of the error table,
 // the daemon keeps serving, another session's data is untouched, and once
 // the session closes the device's free memory is back where it was.
 #include <grpcpp/grpcpp.h>
@@ -259,7 +259,7 @@ TEST(BadInputTest, RandomCommandsNeverHurtTheDaemon) {
                           std::chrono::seconds(120));
   auto stream = stub->Submit(&stream_ctx);
 
-  // The answers: every code must be one of API.md's table.
+  // The answers: every code must be one of the error table.
   const std::set<grpc::StatusCode> allowed = {
       grpc::StatusCode::NOT_FOUND,
       grpc::StatusCode::ALREADY_EXISTS,

@@ -1,4 +1,4 @@
-// One test per row of API.md's error table, against a real gpustreamd on
+// One test per row of the error table (gpustream.proto), against a real gpustreamd on
 // every backend: each bad request gets its code and a message naming the
 // field or id, and the daemon and the other sessions carry on untouched.
 #include <grpcpp/grpcpp.h>

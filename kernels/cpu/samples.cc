@@ -1,4 +1,4 @@
-// The `samples` kernel module of API.md for the CPU backend.
+// The `samples` kernel module for the CPU backend.
 #include <chrono>
 #include <cstdio>
 #include <cstring>

@@ -24,7 +24,7 @@ enum class ParamKind : int {
   kBytes = 8,
 };
 
-// Upper-case name as in API.md ("BUFFER", "U32", ...).
+// Upper-case name as in the proto's ParamKind ("BUFFER", "U32", ...).
 const char* ParamKindName(ParamKind kind);
 
 // Whether a flag holding `value` satisfies a wait for `target`. GREATER_EQUAL

@@ -1,5 +1,5 @@
 // The list of session-scoped operations: each is a unary RPC and a Submit
-// command with the same request message (API.md).
+// command with the same request message (proto/gpustream/v1).
 #ifndef GPUSTREAM_SERVER_SESSION_OPS_H_
 #define GPUSTREAM_SERVER_SESSION_OPS_H_
 

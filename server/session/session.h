@@ -48,10 +48,10 @@ struct SessionContext {
 
 // Every operation validates its request completely (ids of this session,
 // ranges, kinds) before anything reaches the device, and reports errors with
-// the codes of API.md naming the offending field. Operations that wait take
-// a `done` callback, which may run on any thread (at once if nothing needs
-// waiting for); `response` must stay valid until `done` runs. Operations
-// never block on device work. Thread-safe.
+// the codes of the error table (proto/gpustream/v1/gpustream.proto) naming the
+// offending field. Operations that wait take a `done` callback, which may run
+// on any thread (at once if nothing needs waiting for); `response` must stay
+// valid until `done` runs. Operations never block on device work. Thread-safe.
 class Session {
  public:
   using Done = absl::AnyInvocable<void(absl::Status)>;

@@ -1,5 +1,5 @@
 // Request checks that need no session state: the shapes, kinds and limits
-// of API.md's INVALID_ARGUMENT and OUT_OF_RANGE rows.
+// of the error table's INVALID_ARGUMENT and OUT_OF_RANGE rows.
 #ifndef GPUSTREAM_SERVER_SESSION_VALIDATION_H_
 #define GPUSTREAM_SERVER_SESSION_VALIDATION_H_
 

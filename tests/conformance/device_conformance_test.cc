@@ -302,7 +302,7 @@ TEST_P(DeviceConformanceTest, EventOrdersWorkAcrossQueues) {
   EXPECT_TRUE(event->IsComplete());
 }
 
-// API.md: a wait binds to the record that was the latest when the wait was
+// The API: a wait binds to the record that was the latest when the wait was
 // enqueued; recording the event again (here on an idle queue) must not
 // release it early.
 TEST_P(DeviceConformanceTest, WaitEventBindsToTheRecordAtEnqueue) {
