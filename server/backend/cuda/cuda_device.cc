@@ -126,8 +126,6 @@ absl::Status CudaDevice::ReadInfo() {
   const CudaDriver& d = *driver_;
   char name[256] = {};
   d.cuDeviceGetName(name, sizeof(name) - 1, device_);
-  size_t total = 0;
-  d.cuDeviceTotalMem(&total, device_);
   auto attr = [&](CUdevice_attribute a) {
     int v = 0;
     d.cuDeviceGetAttribute(&v, a, device_);
@@ -162,7 +160,6 @@ absl::Status CudaDevice::ReadInfo() {
     info_.max_shared_memory_bytes =
         attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
   }
-  (void)total;
   return absl::OkStatus();
 }
 

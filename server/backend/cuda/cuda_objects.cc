@@ -1,9 +1,7 @@
 // CUDA buffers, events and flags.
 #include "server/backend/cuda/cuda_objects.h"
 
-#include <algorithm>
 #include <atomic>
-#include <iterator>
 #include <utility>
 #include <vector>
 
@@ -153,18 +151,13 @@ void CudaFlag::Release(const absl::Status& reason) {
 }
 
 void CudaFlag::AddNativeWait(NativeWait wait) {
-  std::vector<NativeWait> dropped;  // Destroyed after the lock is released.
   bool start_releaser;
   {
     absl::MutexLock lock(&mu_);
     // Forget waits already passed, so the list stays as short as the waits
     // actually pending.
     if (native_waits_.size() >= 64) {
-      auto passed =
-          std::stable_partition(native_waits_.begin(), native_waits_.end(),
-                                [](NativeWait& w) { return !Passed(w); });
-      std::move(passed, native_waits_.end(), std::back_inserter(dropped));
-      native_waits_.erase(passed, native_waits_.end());
+      std::erase_if(native_waits_, [](NativeWait& w) { return Passed(w); });
     }
     native_waits_.push_back(std::move(wait));
     // Release() marks the flag released before it looks at native_waits_
@@ -176,15 +169,11 @@ void CudaFlag::AddNativeWait(NativeWait wait) {
 }
 
 bool CudaFlag::StepRelease() {
-  // A wait may hold the last reference to its queue, whose destructor takes
-  // the queue's lock: drop them only after releasing ours.
-  std::vector<NativeWait> dropped;
   absl::MutexLock lock(&mu_);
   const absl::Time now = absl::Now();
   // Until every wait has passed: a queue busy for long before its wait
   // (a long kernel) is released when it gets there.
   if (device_->failed()) {
-    dropped = std::move(native_waits_);
     native_waits_.clear();
     return false;
   }
@@ -196,7 +185,6 @@ bool CudaFlag::StepRelease() {
     if (releasing_ >= native_waits_.size()) releasing_ = 0;
     NativeWait& w = native_waits_[releasing_];
     if (Passed(w)) {
-      dropped.push_back(std::move(w));
       native_waits_.erase(native_waits_.begin() + releasing_);
       releasing_since_ = absl::InfinitePast();
       continue;

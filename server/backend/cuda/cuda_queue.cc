@@ -59,8 +59,7 @@ absl::Status CudaQueue::Write(std::shared_ptr<Buffer> dst, uint64_t offset,
   op.done = [dst, staging = *staging, device = &device](absl::Status) {
     device->staging().Put(staging);
   };
-  absl::Status s = core_->Submit(std::move(op));
-  return s;
+  return core_->Submit(std::move(op));
 }
 
 absl::Status CudaQueue::Read(std::shared_ptr<Buffer> src, uint64_t offset,
