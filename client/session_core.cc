@@ -87,6 +87,9 @@ absl::StatusOr<v1::CommandResult> SessionCore::Call(
     v1::Command* command = batch_.add_commands();
     command->set_seq(seq);
     fill(*command);
+    if (command->has_read_buffer()) {
+      waiter->read_size = command->read_buffer().size();
+    }
     {
       absl::MutexLock state(&mu_);
       waiters_.emplace(seq, waiter);
@@ -133,10 +136,51 @@ void SessionCore::RecordError(const absl::Status& status) {
   }
 }
 
+bool SessionCore::JoinReadPiece(v1::CommandResult& result,
+                                std::string& partial) {
+  v1::ReadBufferResponse& piece = *result.mutable_read_buffer();
+  if (piece.chunk_offset() != partial.size()) {
+    const std::string error = absl::StrCat(
+        "command seq ", result.seq(), ": a read result's piece at ",
+        piece.chunk_offset(), " follows ", partial.size(),
+        " bytes; the daemon broke the protocol");
+    result.clear_read_buffer();
+    result.mutable_status()->set_code(
+        static_cast<int>(absl::StatusCode::kInternal));
+    result.mutable_status()->set_message(error);
+    return true;
+  }
+  if (partial.empty()) {
+    uint64_t size = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = waiters_.find(result.seq());
+      if (it != waiters_.end()) size = it->second->read_size;
+    }
+    partial.reserve(size);
+  }
+  partial.append(piece.data());
+  if (piece.more()) return false;
+  piece.set_data(std::move(partial));
+  piece.clear_chunk_offset();
+  return true;
+}
+
 void SessionCore::ReadLoop() {
   v1::SubmitResponse response;
+  // Reads arriving in pieces: the data so far, by seq. Only this thread
+  // uses it.
+  absl::flat_hash_map<uint64_t, std::string> partial_reads;
   while (stream_->Read(&response)) {
     for (v1::CommandResult& result : *response.mutable_results()) {
+      if (result.has_read_buffer() &&
+          (result.read_buffer().more() ||
+           result.read_buffer().chunk_offset() > 0 ||
+           partial_reads.contains(result.seq()))) {
+        std::string& partial = partial_reads[result.seq()];
+        if (!JoinReadPiece(result, partial)) continue;
+        partial_reads.erase(result.seq());
+      }
       absl::Status status = FromProto(result.status());
       std::shared_ptr<Waiter> waiter;
       {
@@ -221,6 +265,18 @@ void SessionCore::WatchLoop() {
   auto reader = stub_->WatchNotifications(context, request);
   v1::Notification notification;
   while (reader->Read(&notification)) {
+    if (notification.has_notifications_dropped()) {
+      // The daemon's bound on unread notifications was reached (a host
+      // function ran long): host functions among the dropped ones will not
+      // run, and the queues waiting for them stay blocked. Say so at the
+      // next synchronize rather than hang silently.
+      RecordError(absl::DataLossError(absl::StrCat(
+          notification.notifications_dropped().count(),
+          " notifications of session ", session_id_,
+          " were dropped by the daemon; host functions among them will not "
+          "run")));
+      continue;
+    }
     if (!notification.has_host_func_reached()) continue;
     const uint64_t callback_id = notification.host_func_reached().callback_id();
     HostFunc host_func;

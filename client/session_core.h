@@ -86,6 +86,8 @@ class SessionCore {
   struct Waiter {
     absl::Notification done;
     absl::StatusOr<v1::CommandResult> result;
+    // A read's size: what its pieces add up to (ReadLoop reserves it).
+    uint64_t read_size = 0;
   };
   struct HostFunc {
     std::function<void()> fn;
@@ -94,7 +96,16 @@ class SessionCore {
   };
 
   absl::Status FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(batch_mu_);
+  // Results arrive on the reader thread. A read larger than one message
+  // comes as several results with its seq (ReadBufferResponse.chunk_offset,
+  // `more`); ReadLoop joins them, in order, and hands the waiter one result
+  // as if the read had come whole.
   void ReadLoop();
+  // Adds a piece of a read result to `partial` (the pieces so far of its
+  // seq). Whether the read is complete: then `result` holds all its data,
+  // or the error if the pieces did not follow each other.
+  bool JoinReadPiece(v1::CommandResult& result, std::string& partial)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void WatchLoop();
   void RecordError(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
   void FailAll(const absl::Status& status);

@@ -1,6 +1,7 @@
 // gpustreamd: the GPU stream daemon. See README.md and --help.
 #include <google/protobuf/text_format.h>
 #include <signal.h>
+#include <sys/types.h>
 
 #include <cstdio>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -18,6 +20,7 @@
 #include "server/backend/backend_factory.h"
 #include "server/rpc/grpc_server.h"
 #include "server/session/server_core.h"
+#include "server/tenants/tenant_registry.h"
 
 ABSL_FLAG(std::vector<std::string>, listen, {},
           "Addresses to serve, comma-separated or repeated: unix:/path or "
@@ -40,9 +43,43 @@ ABSL_FLAG(std::string, cuda_driver, "",
 ABSL_FLAG(uint64_t, cpu_memory_bytes, 0,
           "Device memory of the CPU backend (default 1 GiB)");
 ABSL_FLAG(uint32_t, lease_seconds, 0, "Default session lease (default 60 s)");
+ABSL_FLAG(uint32_t, cpu_threads, 0,
+          "Execution threads of the CPU backend, shared by every queue by "
+          "weighted fair queuing (default: the number of cores)");
+ABSL_FLAG(uint32_t, kernel_time_limit_ms, 0,
+          "CPU backend: a launch running longer is stopped and fails its "
+          "queue with DEADLINE_EXCEEDED (default 60000)");
 ABSL_FLAG(std::string, ready_file, "",
           "Once serving, write the bound addresses to this file, one a line "
           "(for scripts and tests that pick port 0)");
+
+// Transport security: TLS on TCP listeners, permissions of unix sockets.
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM file: the server's certificate chain (leaf first). With "
+          "--tls_key, every TCP listener serves TLS only; unix: sockets stay "
+          "plaintext (local; their file permissions guard them)");
+ABSL_FLAG(std::string, tls_key, "",
+          "PEM file: the private key of --tls_cert (no passphrase)");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM file of CA certificates (needs --tls_cert): TCP clients are "
+          "asked for a certificate, and one that does not verify against "
+          "these CAs fails the handshake. A verified certificate's subject, "
+          "in RFC 2253 form (\"CN=alice\", \"CN=alice,O=Acme\" as `openssl "
+          "x509 -noout -subject -nameopt RFC2253` prints it), authenticates "
+          "the tenant whose tls_subject it is. A certificate is not required: "
+          "a client without one authenticates with a bearer token");
+ABSL_FLAG(bool, allow_insecure_tcp, false,
+          "Serve plaintext TCP on addresses that are not loopback. Without "
+          "it, listening on such an address (0.0.0.0, [::], a LAN address) "
+          "without --tls_cert/--tls_key is refused: bearer tokens and data "
+          "would cross the network in the clear");
+ABSL_FLAG(std::string, unix_socket_mode, "0660",
+          "Permission bits of unix: sockets, in octal (at most 0777). The "
+          "socket is the daemon user's alone (0600) until they are set");
+ABSL_FLAG(std::string, unix_socket_group, "",
+          "Group (name or gid) given the unix: sockets, so its members may "
+          "connect under the default mode 0660. The daemon's user must be "
+          "a member (or root)");
 
 namespace gpustream {
 namespace {
@@ -85,6 +122,76 @@ absl::StatusOr<v1::ServerConfig> LoadConfig(const std::string& path) {
   return config;
 }
 
+// --- Transport security (TLS, the plaintext-TCP rule, unix sockets) ---
+
+// --unix_socket_mode: octal digits only ("0660", "660"), at most 0777.
+absl::StatusOr<mode_t> ParseSocketMode(const std::string& text) {
+  const bool octal = !text.empty() && text.size() <= 4 &&
+                     text.find_first_not_of("01234567") == std::string::npos;
+  const mode_t mode =
+      octal ? static_cast<mode_t>(std::stoul(text, nullptr, 8)) : ~mode_t{0};
+  if (mode > 0777) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--unix_socket_mode=", text,
+                     ": want octal permission bits from 0 to 0777, e.g. 0660"));
+  }
+  return mode;
+}
+
+// The transport flags as server options for `listen`, checked now (files
+// readable and valid, the plaintext-TCP rule, socket mode and group), so a
+// bad flag stops the daemon before it brings up any device.
+absl::StatusOr<rpc::ServerOptions> TransportOptionsFromFlags(
+    const std::vector<std::string>& listen, int max_message_bytes,
+    uint64_t max_pending_result_bytes) {
+  rpc::ServerOptions options;
+  options.listen = listen;
+  options.max_message_bytes = max_message_bytes;
+  options.max_pending_result_bytes = max_pending_result_bytes;
+  options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  options.tls_key = absl::GetFlag(FLAGS_tls_key);
+  options.tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca);
+  options.allow_insecure_tcp = absl::GetFlag(FLAGS_allow_insecure_tcp);
+  auto mode = ParseSocketMode(absl::GetFlag(FLAGS_unix_socket_mode));
+  if (!mode.ok()) return mode.status();
+  options.unix_socket_mode = *mode;
+  options.unix_socket_group = absl::GetFlag(FLAGS_unix_socket_group);
+  if (absl::Status s = rpc::CheckServerOptions(options); !s.ok()) return s;
+  return options;
+}
+
+// "listening on ..." with how each listener is secured.
+void LogListeners(const rpc::GrpcServer& server,
+                  const rpc::ServerOptions& options) {
+  const auto& addresses = server.addresses();
+  for (size_t i = 0; i < addresses.size(); ++i) {
+    const char* security = "plaintext";
+    if (server.tls(i)) {
+      security = options.tls_client_ca.empty()
+                     ? "TLS"
+                     : "TLS, client certificates verified";
+    } else if (rpc::IsUnixAddress(addresses[i])) {
+      security = "plaintext, local";
+    }
+    std::fprintf(stderr, "gpustreamd: listening on %s (%s)\n",
+                 addresses[i].c_str(), security);
+  }
+}
+
+// SIGHUP: rereads --config's tenants (weights, quotas, credentials). A
+// config that no longer parses keeps the tenants served now.
+void ReloadTenants(session::ServerCore& core, const std::string& path) {
+  auto config = LoadConfig(path);
+  absl::Status reloaded =
+      config.ok() ? core.ReloadTenants(*config) : config.status();
+  if (!reloaded.ok()) {
+    std::fprintf(stderr,
+                 "gpustreamd: SIGHUP: tenants not reloaded, keeping the "
+                 "current ones: %s\n",
+                 reloaded.ToString().c_str());
+  }
+}
+
 template <typename T>
 T Or(T value, T fallback) {
   return value != T{} ? value : fallback;
@@ -95,7 +202,10 @@ int Run(int argc, char** argv) {
       "gpustreamd: serves GPU streams, events, completion flags, memory and "
       "kernels over gRPC (gpustream.v1.GpuStream).\n"
       "Usage: gpustreamd [--listen=unix:/path,host:port] [--backend=auto] "
-      "[--modules=DIR] [--config=FILE]");
+      "[--modules=DIR] [--config=FILE] "
+      "[--tls_cert=PEM --tls_key=PEM [--tls_client_ca=PEM]] "
+      "[--allow_insecure_tcp] [--unix_socket_mode=0660] "
+      "[--unix_socket_group=GROUP]");
   std::string merged;
   std::vector<char*> args = MergeRepeatedListen(argc, argv, merged);
   absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
@@ -123,6 +233,15 @@ int Run(int argc, char** argv) {
   backend_options.cpu.memory_limit_bytes =
       Or(absl::GetFlag(FLAGS_cpu_memory_bytes),
          Or<uint64_t>(config->cpu_memory_bytes(), uint64_t{1} << 30));
+  backend_options.cpu.threads =
+      Or(absl::GetFlag(FLAGS_cpu_threads), config->limits().cpu_threads());
+  // Priorities as CUDA's usual range, so that a session's queues can be
+  // ordered on the CPU backend too.
+  backend_options.cpu.priority_greatest = -5;
+  const uint32_t kernel_limit_ms =
+      Or(absl::GetFlag(FLAGS_kernel_time_limit_ms),
+         Or(config->limits().kernel_time_limit_ms(), 60000u));
+  backend_options.cpu.kernel_time_limit = absl::Milliseconds(kernel_limit_ms);
 
   const v1::ServerLimits& limits = config->limits();
   session::ManagerOptions options;
@@ -135,6 +254,14 @@ int Run(int argc, char** argv) {
   options.max_lease_seconds = Or(limits.max_lease_seconds(), 3600u);
   const int max_message_bytes =
       static_cast<int>(Or(limits.max_message_bytes(), 256u << 20));
+  auto transport = TransportOptionsFromFlags(
+      listen, max_message_bytes,
+      Or<uint64_t>(limits.max_pending_result_bytes(), uint64_t{256} << 20));
+  if (!transport.ok()) {
+    std::fprintf(stderr, "gpustreamd: %s\n",
+                 transport.status().ToString().c_str());
+    return 2;
+  }
 
   // Handle SIGINT/SIGTERM on this thread: block them before any thread
   // starts, so every thread inherits the mask.
@@ -142,6 +269,7 @@ int Run(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -157,12 +285,23 @@ int Run(int argc, char** argv) {
                  "CPU backend\n",
                  devices->fallback_reason.c_str());
   }
-  std::vector<session::TokenGrant> tokens;
-  for (const auto& t : config->tokens()) {
-    tokens.push_back({t.token(), t.tenant(), t.admin()});
+  auto tenants = tenants::TenantRegistry::Create(*config);
+  if (!tenants.ok()) {
+    std::fprintf(stderr, "gpustreamd: --config: %s\n",
+                 tenants.status().ToString().c_str());
+    return 2;
   }
-  auto core = session::ServerCore::Create(std::move(devices->devices),
-                                          module_folders, options, tokens);
+  std::fprintf(stderr, "gpustreamd: %s\n",
+               (*tenants)->configured()
+                   ? absl::StrCat((*tenants)->All().size(),
+                                  " tenant(s) configured; callers must "
+                                  "authenticate")
+                         .c_str()
+                   : "no tenants configured: every caller is the tenant "
+                     "'default' (not an admin)");
+  auto core =
+      session::ServerCore::Create(std::move(devices->devices), module_folders,
+                                  options, *std::move(tenants));
   if (!core.ok()) {
     std::fprintf(stderr, "gpustreamd: %s\n", core.status().ToString().c_str());
     return 2;
@@ -171,7 +310,7 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr, "gpustreamd: module refused: %s\n",
                  std::string(refused.message()).c_str());
   }
-  auto server = rpc::GrpcServer::Start(**core, listen, max_message_bytes);
+  auto server = rpc::GrpcServer::Start(**core, *transport);
   if (!server.ok()) {
     std::fprintf(stderr, "gpustreamd: %s\n",
                  server.status().ToString().c_str());
@@ -190,9 +329,7 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr, "gpustreamd: module %s [%s], %d kernels\n",
                  m.name().c_str(), m.backend().c_str(), m.kernels_size());
   }
-  for (const auto& address : (*server)->addresses()) {
-    std::fprintf(stderr, "gpustreamd: listening on %s\n", address.c_str());
-  }
+  LogListeners(**server, *transport);
   if (const std::string ready = absl::GetFlag(FLAGS_ready_file);
       !ready.empty()) {
     const std::string tmp = ready + ".tmp";
@@ -201,7 +338,9 @@ int Run(int argc, char** argv) {
   }
 
   int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  while (sigwait(&signals, &signal_number) == 0 && signal_number == SIGHUP) {
+    ReloadTenants(**core, absl::GetFlag(FLAGS_config));
+  }
   std::fprintf(stderr, "gpustreamd: signal %d, shutting down\n", signal_number);
   // Refuse new work, release every parked wait, then stop the transport.
   (*core)->BeginShutdown();

@@ -9,12 +9,17 @@
 
 ABSL_FLAG(std::string, target, "", "The daemon");
 ABSL_FLAG(uint64_t, megabytes, 8, "Memory to hold");
+ABSL_FLAG(std::string, token, "", "Bearer token");
+ABSL_FLAG(bool, copying, false,
+          "Also keep large copies (half the buffer) in flight on a third "
+          "queue until killed");
 
 namespace gs = gpustream::client;
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
-  auto client = gs::Client::Connect(absl::GetFlag(FLAGS_target));
+  auto client = gs::Client::Connect(absl::GetFlag(FLAGS_target),
+                                    {.token = absl::GetFlag(FLAGS_token)});
   if (!client.ok()) return 1;
   auto session =
       client->open_session({.client_name = "crash", .lease_seconds = 1});
@@ -33,6 +38,20 @@ int main(int argc, char** argv) {
   // A host wait parked in the Submit stream.
   std::thread([&] { (void)never.wait(1); }).detach();
   if (!s.flush().ok() || !a.is_idle().ok()) return 1;
+  if (absl::GetFlag(FLAGS_copying)) {
+    // Copies of half the buffer onto its other half, always a few queued.
+    const uint64_t half = (absl::GetFlag(FLAGS_megabytes) << 20) / 2;
+    gs::Queue c = s.create_queue();
+    for (int i = 0; i < 4; ++i) c.copy(*buffer, 0, *buffer, half, half);
+    if (!s.flush().ok()) return 1;
+    // `buffer` lives in main, which sleeps until the client is killed.
+    std::thread([c = std::move(c), &buffer = *buffer, half]() mutable {
+      for (int i = 0; i < 100000; ++i) {  // Killed long before.
+        c.copy(buffer, 0, buffer, half, half);
+        if (!c.synchronize().ok()) return;
+      }
+    }).detach();
+  }
   std::printf("READY\n");
   std::fflush(stdout);
   std::this_thread::sleep_for(std::chrono::seconds(60));  // Killed before.

@@ -1,6 +1,7 @@
-// One test per row of the error table (gpustream.proto), against a real gpustreamd on
-// every backend: each bad request gets its code and a message naming the
-// field or id, and the daemon and the other sessions carry on untouched.
+// One test per row of the error table (gpustream.proto), against a real
+// gpustreamd on every backend: each bad request gets its code and a message
+// naming the field or id, and the daemon and the other sessions carry on
+// untouched.
 #include <grpcpp/grpcpp.h>
 
 #include <cstring>
@@ -10,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "proto/gpustream/v1/gpustream.grpc.pb.h"
+#include "server/tenants/tenant_registry.h"
 #include "tests/backend_daemon.h"
 #include "tests/conformance/backend_under_test.h"
 #include "tests/daemon_process.h"
@@ -19,13 +21,22 @@ namespace {
 
 using grpc::StatusCode;
 
-constexpr char kConfig[] = R"pb(
-  cpu_memory_bytes: 1048576
-  limits { max_sessions: 4 max_queues_per_session: 2 }
-  tokens { token: "alice-token" tenant: "alice" }
-  tokens { token: "bob-token" tenant: "bob" }
-  tokens { token: "ops-token" tenant: "ops" admin: true }
-)pb";
+// Tokens are configured by their SHA-256 only.
+std::string Config() {
+  return absl::StrCat(
+      R"pb(
+        cpu_memory_bytes: 1048576
+        limits { max_sessions: 4 max_queues_per_session: 2 }
+        tenants { name: "alice" token_sha256: ")pb",
+      tenants::Sha256Hex("alice-token"),
+      R"pb(" }
+           tenants { name: "bob" token_sha256: ")pb",
+      tenants::Sha256Hex("bob-token"),
+      R"pb(" }
+           tenants { name: "ops" admin: true token_sha256: ")pb",
+      tenants::Sha256Hex("ops-token"), R"pb(" }
+      )pb");
+}
 
 // Parameterized by the backend. A kernel fault on CUDA loses the device's
 // context, ending every session on it (Bob's too): a test that causes one
@@ -35,11 +46,13 @@ class ErrorTableTest : public testing::BackendDaemonTest {
  protected:
   void SetUp() override {
     config_path_ = testing::TempPath(".txtpb");
-    std::ofstream(config_path_) << kConfig;
+    std::ofstream(config_path_) << Config();
     BackendDaemonTest::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
-    stub_ = v1::GpuStream::NewStub(grpc::CreateChannel(
-        daemon_->tcp_target(), grpc::InsecureChannelCredentials()));
+    auto channel = grpc::CreateChannel(daemon_->tcp_target(),
+                                       grpc::InsecureChannelCredentials());
+    stub_ = v1::GpuStream::NewStub(channel);
+    admin_ = v1::Admin::NewStub(channel);
     // Bob's canary: a buffer with known contents that no error may touch.
     bob_ = Open("bob-token");
     Alloc(bob_, "bob-token", 77, 64);
@@ -126,16 +139,23 @@ class ErrorTableTest : public testing::BackendDaemonTest {
 
   using Stub = v1::GpuStream::Stub;
 
-  template <typename Req, typename Resp>
-  grpc::Status Call(grpc::Status (Stub::*rpc)(grpc::ClientContext*, const Req&,
-                                              Resp*),
+  using AdminStub = v1::Admin::Stub;
+
+  // A call of the GpuStream or the Admin service, as `token`'s tenant.
+  template <typename S, typename Req, typename Resp>
+  grpc::Status Call(grpc::Status (S::*rpc)(grpc::ClientContext*, const Req&,
+                                           Resp*),
                     const Req& req, Resp* resp,
                     const std::string& token = "alice-token") {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() +
                      std::chrono::seconds(20));
     if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
-    return (stub_.get()->*rpc)(&ctx, req, resp);
+    if constexpr (std::is_same_v<S, AdminStub>) {
+      return (admin_.get()->*rpc)(&ctx, req, resp);
+    } else {
+      return (stub_.get()->*rpc)(&ctx, req, resp);
+    }
   }
 
   // Expects `code` and a message containing `words`.
@@ -187,6 +207,7 @@ class ErrorTableTest : public testing::BackendDaemonTest {
   std::string config_path_;
   bool device_lost_ = false;
   std::unique_ptr<Stub> stub_;
+  std::unique_ptr<AdminStub> admin_;
   v1::OpenSessionResponse alice_, bob_;
   v1::LaunchKernelResponse launched_;
 };
@@ -202,10 +223,19 @@ TEST_P(ErrorTableTest, Unauthenticated) {
 
 TEST_P(ErrorTableTest, PermissionDenied) {
   v1::ListSessionsResponse sessions;
-  ExpectError(Call(&Stub::ListSessions, v1::ListSessionsRequest(), &sessions),
-              StatusCode::PERMISSION_DENIED, "ListSessions");
-  ASSERT_TRUE(Call(&Stub::ListSessions, v1::ListSessionsRequest(), &sessions,
-                   "ops-token")
+  ExpectError(
+      Call(&AdminStub::ListSessions, v1::ListSessionsRequest(), &sessions),
+      StatusCode::PERMISSION_DENIED, "ListSessions");
+  v1::KillSessionRequest kill;
+  kill.set_public_id("s-0000000000000000");
+  v1::KillSessionResponse killed;
+  ExpectError(Call(&AdminStub::KillSession, kill, &killed),
+              StatusCode::PERMISSION_DENIED, "KillSession");
+  v1::GetStatsResponse stats;
+  ExpectError(Call(&AdminStub::GetStats, v1::GetStatsRequest(), &stats),
+              StatusCode::PERMISSION_DENIED, "GetStats");
+  ASSERT_TRUE(Call(&AdminStub::ListSessions, v1::ListSessionsRequest(),
+                   &sessions, "ops-token")
                   .ok());
   EXPECT_EQ(sessions.sessions_size(), 2);
 }
@@ -351,11 +381,16 @@ TEST_P(ErrorTableTest, ResourceExhausted) {
   ASSERT_TRUE(Call(&Stub::CreateQueue, create, &created).ok());
   ExpectError(Call(&Stub::CreateQueue, create, &created),
               StatusCode::RESOURCE_EXHAUSTED, "2 queues");
+  // max_sessions 4 over three tenants of weight 1: a share of 1 each, and
+  // one more for whoever comes first while it keeps the others' shares.
   Open("alice-token");
-  Open("alice-token");  // 4 sessions: the limit.
   v1::OpenSessionResponse opened;
   ExpectError(Call(&Stub::OpenSession, v1::OpenSessionRequest(), &opened),
-              StatusCode::RESOURCE_EXHAUSTED, "4 sessions");
+              StatusCode::RESOURCE_EXHAUSTED, "fair share 1 of max_sessions 4");
+  Open("ops-token");  // 4 sessions: the limit.
+  ExpectError(
+      Call(&Stub::OpenSession, v1::OpenSessionRequest(), &opened, "bob-token"),
+      StatusCode::RESOURCE_EXHAUSTED, "maximum of 4 sessions");
 }
 
 TEST_P(ErrorTableTest, FailedPrecondition) {

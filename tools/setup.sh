@@ -10,7 +10,7 @@ packages=(
   grpc-proto libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   libc-ares-dev libre2-dev libssl-dev zlib1g-dev
   python3-grpcio python3-protobuf
-  clang-format
+  clang-format openssl
 )
 
 missing=()

@@ -1,4 +1,4 @@
-/* The binary interface of a gpustream CPU kernel module (ABI version 1).
+/* The binary interface of a gpustream CPU kernel module (ABI version 2).
  *
  * A CPU module is a shared library that exports one C function,
  *
@@ -10,11 +10,27 @@
  * calling the entry point, so a kernel only checks what depends on values
  * (element counts against buffer sizes, say).
  *
- * A kernel is called once per launch, on the launching queue's worker thread,
+ * A kernel is called once per launch, on one of the device's execution
+ * threads (shared by every queue: a kernel that blocks holds one of them),
  * and runs every thread of the grid itself: thread (b, t) of a 1-D launch is
  * index i = b * block.x + t, exactly as on a GPU. It must not keep pointers
  * past its return. Returning nonzero reports a device fault: the message
  * written to `error` becomes the queue's sticky error.
+ *
+ * Stopping (ABI 2): a launch that runs past the daemon's per-launch time
+ * limit (gpustreamd's CPU kernel time limit, 60 s by default), or whose
+ * queue is cancelled (its session closes, the daemon shuts down), is asked
+ * to stop: *launch->stop_requested becomes nonzero. A kernel that can run
+ * for long must poll it (gs_stop_requested(), about every millisecond of
+ * work) and return soon after it reads nonzero; what it wrote so far stays
+ * written. The daemon then fails the launch whatever the kernel returns:
+ * DEADLINE_EXCEEDED naming the kernel and the limit, or the queue's
+ * cancellation. Nothing can stop a kernel that never polls: it holds its
+ * execution thread, and session teardown and daemon shutdown, until it
+ * returns.
+ *
+ * Versions: the daemon loads modules of ABI 1 (no stop_requested: GsLaunch
+ * only grew at its end, and ABI 1 kernels never read the new field) and 2.
  *
  * Build one with: g++ -shared -fPIC -I<repo> my_module.cc -o libmine.so
  * and put the .so in the daemon's --modules folder.
@@ -29,7 +45,9 @@
 extern "C" {
 #endif
 
-#define GS_CPU_MODULE_ABI_VERSION 1
+#define GS_CPU_MODULE_ABI_VERSION 2
+/* The oldest module ABI the daemon still loads. */
+#define GS_CPU_MODULE_MIN_ABI_VERSION 1
 #define GS_CPU_MODULE_ENTRY_POINT "gpustream_cpu_module"
 
 /* Same numbering as gpustream.v1.ParamKind. */
@@ -75,7 +93,16 @@ typedef struct {
   uint32_t num_args;
   char* error; /* Where a failing kernel writes a NUL-terminated reason. */
   size_t error_size;
+  /* ABI 2. Nonzero once the daemon asks the kernel to return early (its
+   * time limit passed, or its queue was cancelled); never null. Written by
+   * another thread: read it through this volatile pointer each time. */
+  const volatile int* stop_requested;
 } GsLaunch;
+
+/* Whether the kernel should return now (see "Stopping" above). */
+static inline int gs_stop_requested(const GsLaunch* launch) {
+  return *launch->stop_requested != 0;
+}
 
 /* Returns 0 on success, nonzero on a device fault (see `error`). */
 typedef int (*GsKernelFn)(const GsLaunch* launch);

@@ -1,16 +1,25 @@
 // The `samples` kernel module for the CPU backend.
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/gpustream_cpu_module.h"
 
 namespace {
 
-// Number of threads in a launch: all of grid times block.
+// Number of threads in a launch: all of grid times block, saturating at
+// 2^64 - 1 (the daemon's limits allow 2^31 * 2^16 * 2^16 * 2^10 = 2^73).
+// Only ever compared with element counts, which are far smaller.
 uint64_t ThreadCount(const GsLaunch& l) {
-  return uint64_t{l.grid.x} * l.grid.y * l.grid.z * l.block.x * l.block.y *
-         l.block.z;
+  const uint32_t dims[] = {l.grid.x,  l.grid.y,  l.grid.z,
+                           l.block.x, l.block.y, l.block.z};
+  uint64_t n = 1;
+  for (uint32_t d : dims) {
+    if (__builtin_mul_overflow(n, uint64_t{d}, &n)) return UINT64_MAX;
+  }
+  return n;
 }
 
 int Fail(const GsLaunch& l, const char* fmt, unsigned long long a,
@@ -19,7 +28,8 @@ int Fail(const GsLaunch& l, const char* fmt, unsigned long long a,
   return 1;
 }
 
-// Checks that a buffer argument holds `count` elements of `elem` bytes.
+// Checks that a buffer argument holds `count` elements of `elem` bytes
+// (a division: count * elem could overflow).
 bool Holds(const GsSpan& s, uint64_t count, uint64_t elem) {
   return count <= s.size / elem;
 }
@@ -92,10 +102,22 @@ int AddU64(const GsLaunch* l) {
   return 0;
 }
 
+// spin_ns(u64 ns): busy for `ns` nanoseconds, or until asked to stop. The
+// clock counts signed 64-bit nanoseconds: a duration past what it can
+// reach (2^64 - 1: 584 years) saturates to "until stopped" instead of
+// wrapping into the past.
 int SpinNs(const GsLaunch* l) {
-  const auto until = std::chrono::steady_clock::now() +
-                     std::chrono::nanoseconds(l->args[0].value.u64);
-  while (std::chrono::steady_clock::now() < until) {
+  using Clock = std::chrono::steady_clock;
+  static_assert(std::is_same_v<Clock::duration, std::chrono::nanoseconds>);
+  const Clock::time_point start = Clock::now();
+  const uint64_t ns = l->args[0].value.u64;
+  const auto room = (Clock::time_point::max() - start).count();
+  const Clock::time_point until =
+      room <= 0 || ns >= static_cast<uint64_t>(room)
+          ? Clock::time_point::max()
+          : start + std::chrono::nanoseconds(static_cast<int64_t>(ns));
+  while (Clock::now() < until) {
+    if (gs_stop_requested(l)) return 0;  // The daemon fails the launch.
   }
   return 0;
 }

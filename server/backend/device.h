@@ -15,11 +15,19 @@
 #include "server/backend/module.h"
 #include "server/backend/queue.h"
 #include "server/backend/types.h"
+#include "server/backend/work_account.h"
 
 namespace gpustream::backend {
 
 struct QueueOptions {
   int32_t priority = 0;  // Within [priority_greatest, priority_least].
+  // The tenant the queue's work is charged to and scheduled for (fair
+  // shares by account weight); null: an account of the queue's own.
+  std::shared_ptr<WorkAccount> account;
+  // Identifies the queue's session among the account's sessions: the
+  // scheduler shares a tenant's time equally between its sessions, then by
+  // queue priority within a session.
+  uint64_t session_key = 0;
   // Called once, on a backend thread, when the queue's work first fails.
   absl::AnyInvocable<void(const absl::Status&)> on_error;
 };

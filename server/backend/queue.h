@@ -112,6 +112,9 @@ class Queue {
 
   // True when no enqueued work is pending.
   virtual bool IsIdle() = 0;
+  // Commands enqueued and not yet completed or dropped, as counted on the
+  // queue's WorkAccount (internal operations excluded).
+  virtual uint64_t inflight_commands() = 0;
   // The sticky error, OK if none.
   virtual absl::Status error() = 0;
 };

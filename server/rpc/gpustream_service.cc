@@ -76,13 +76,6 @@ grpc::ServerUnaryReactor* GpuStreamService::KeepAlive(
   return Finished(ctx, core_.KeepAlive(*who, *req, resp));
 }
 
-grpc::ServerUnaryReactor* GpuStreamService::ListSessions(
-    grpc::CallbackServerContext* ctx, const v1::ListSessionsRequest* req,
-    v1::ListSessionsResponse* resp) {
-  GPUSTREAM_AUTHENTICATE(who);
-  return Finished(ctx, core_.ListSessions(*who, *req, resp));
-}
-
 // Session operations: find the caller's session, run the operation, finish
 // when it completes (at once for the non-waiting ones).
 #define GPUSTREAM_DEFINE_UNARY(Name, field)                               \
@@ -122,7 +115,7 @@ GpuStreamService::WatchNotifications(grpc::CallbackServerContext* ctx,
 
 grpc::ServerBidiReactor<v1::SubmitRequest, v1::SubmitResponse>*
 GpuStreamService::Submit(grpc::CallbackServerContext* ctx) {
-  return new SubmitReactor(core_, Caller(core_, ctx));
+  return new SubmitReactor(core_, Caller(core_, ctx), submit_);
 }
 
 }  // namespace gpustream::rpc

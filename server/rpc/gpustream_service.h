@@ -6,6 +6,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "proto/gpustream/v1/gpustream.grpc.pb.h"
+#include "server/rpc/submit_reactor.h"
 #include "server/session/ops.h"
 #include "server/session/server_core.h"
 
@@ -15,7 +16,9 @@ namespace gpustream::rpc {
 // finish their reactor from the backend thread that completes them.
 class GpuStreamService : public v1::GpuStream::CallbackService {
  public:
-  explicit GpuStreamService(session::ServerCore& core) : core_(core) {}
+  explicit GpuStreamService(session::ServerCore& core,
+                            SubmitStreamOptions submit = {})
+      : core_(core), submit_(submit) {}
 
   grpc::ServerUnaryReactor* GetVersion(grpc::CallbackServerContext* ctx,
                                        const v1::GetVersionRequest* req,
@@ -38,9 +41,6 @@ class GpuStreamService : public v1::GpuStream::CallbackService {
   grpc::ServerUnaryReactor* KeepAlive(grpc::CallbackServerContext* ctx,
                                       const v1::KeepAliveRequest* req,
                                       v1::KeepAliveResponse* resp) override;
-  grpc::ServerUnaryReactor* ListSessions(
-      grpc::CallbackServerContext* ctx, const v1::ListSessionsRequest* req,
-      v1::ListSessionsResponse* resp) override;
 
 #define GPUSTREAM_DECLARE_UNARY(Name, field)                       \
   grpc::ServerUnaryReactor* Name(grpc::CallbackServerContext* ctx, \
@@ -58,6 +58,7 @@ class GpuStreamService : public v1::GpuStream::CallbackService {
 
  private:
   session::ServerCore& core_;
+  const SubmitStreamOptions submit_;  // Bounds of each Submit stream.
 };
 
 }  // namespace gpustream::rpc

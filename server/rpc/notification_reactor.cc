@@ -1,6 +1,8 @@
 // WatchNotifications stream handling.
 #include "server/rpc/notification_reactor.h"
 
+#include <utility>
+
 namespace gpustream::rpc {
 
 NotificationReactor::NotificationReactor(
@@ -12,7 +14,19 @@ NotificationReactor::NotificationReactor(
 
 void NotificationReactor::Deliver(const v1::Notification& notification) {
   absl::MutexLock lock(&mu_);
-  queue_.push_back(notification);
+  if (cancelled_) return;  // Nobody will read it.
+  if (notification.has_notifications_dropped()) {
+    // The hub's report joins ours: one report per gap.
+    dropped_ += notification.notifications_dropped().count();
+  } else {
+    MaybeQueueDropReport();  // Earlier drops are reported before this one.
+    if (dropped_ == 0 && queue_.size() < kMaxQueued) {
+      queue_.push_back(notification);
+    } else {
+      ++dropped_;
+    }
+  }
+  MaybeQueueDropReport();
   MaybeWriteOrFinish();
 }
 
@@ -22,13 +36,22 @@ void NotificationReactor::Close() {
   MaybeWriteOrFinish();
 }
 
+void NotificationReactor::MaybeQueueDropReport() {
+  if (dropped_ > 0 && queue_.size() < kMaxQueued) {
+    queue_.push_back(session::NotificationHub::DroppedReport(dropped_));
+    dropped_ = 0;
+  }
+}
+
 void NotificationReactor::MaybeWriteOrFinish() {
   if (writing_ || finished_) return;
   if (!queue_.empty() && !cancelled_) {
     writing_ = true;
     StartWrite(&queue_.front());
-  } else if (closing_ || cancelled_) {
+  } else if (cancelled_ || (closing_ && dropped_ == 0)) {
+    // A pending drop report is still written before a clean close.
     finished_ = true;
+    queue_.clear();
     Finish(grpc::Status::OK);
   }
 }
@@ -38,6 +61,7 @@ void NotificationReactor::OnWriteDone(bool ok) {
   writing_ = false;
   queue_.pop_front();
   if (!ok) cancelled_ = true;
+  MaybeQueueDropReport();
   MaybeWriteOrFinish();
 }
 

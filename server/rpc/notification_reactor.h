@@ -4,6 +4,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <cstdint>
 #include <deque>
 #include <memory>
 
@@ -18,9 +19,22 @@ namespace gpustream::rpc {
 // Attached to its session's hub for the stream's life; writes one
 // notification at a time, in publish order. Finishes when the session is
 // torn down or the client cancels; deletes itself in OnDone.
+//
+// Bounded: a client that does not read its stream (gRPC flow control stalls
+// the writes) makes the send queue fill up to kMaxQueued notifications, the
+// one being written included. Newer ones are then dropped and counted, and
+// once a write frees space a NotificationsDropped{count} is queued where
+// they would have been, before any newer notification: what the client
+// reads is every notification published, in order, except runs replaced by
+// their count.
 class NotificationReactor : public grpc::ServerWriteReactor<v1::Notification>,
                             public session::NotificationSink {
  public:
+  // Room for a whole hub backlog and its drop report: a stream attaching to
+  // a full backlog drops nothing of it.
+  static constexpr size_t kMaxQueued =
+      session::NotificationHub::kMaxBacklog + 1;
+
   explicit NotificationReactor(std::shared_ptr<session::Session> session);
 
   void Deliver(const v1::Notification& notification) override;
@@ -31,11 +45,16 @@ class NotificationReactor : public grpc::ServerWriteReactor<v1::Notification>,
   void OnDone() override;
 
  private:
+  // Queues the drop report if there are drops to report and room for it.
+  void MaybeQueueDropReport() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeWriteOrFinish() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<session::Session> session_;
   absl::Mutex mu_;
+  // The front is being written while writing_.
   std::deque<v1::Notification> queue_ ABSL_GUARDED_BY(mu_);
+  // Dropped for want of room and not yet reported.
+  uint64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;    // Finish once drained.
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;  // Finish, drop the rest.

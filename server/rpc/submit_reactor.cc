@@ -1,6 +1,10 @@
 // Submit stream handling.
 #include "server/rpc/submit_reactor.h"
 
+#include <algorithm>
+#include <string>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "server/rpc/status_util.h"
 #include "server/session/ops.h"
@@ -10,11 +14,39 @@ namespace {
 
 using session::Session;
 
+// Serialized sizes are counted generously, so that a packed response stays
+// under the message limit whatever the varint widths turn out to be.
+// Left out of each response for gRPC's framing and rounding.
+constexpr uint64_t kFramingMargin = 1024;
+// SubmitResponse.completed_seq.
+constexpr uint64_t kResponseOverhead = 16;
+// One element of SubmitResponse.results beyond the CommandResult itself:
+// tag and length.
+constexpr uint64_t kEntryOverhead = 6;
+// A read piece beyond its data: entry, seq, read_buffer, data's tag and
+// length, chunk_offset, more.
+constexpr uint64_t kPieceOverhead = 64;
+// A piece smaller than this waits for the next response instead.
+constexpr uint64_t kMinPieceBytes = 4096;
+// Responses never get smaller than this, whatever the options say.
+constexpr uint64_t kMinResponseBudget = 16 << 10;
+
+uint64_t ResponseBudget(const SubmitStreamOptions& options) {
+  const uint64_t cap =
+      std::min(options.max_message_bytes, SubmitReactor::kMaxResponseBytes);
+  return cap > kMinResponseBudget + kFramingMargin ? cap - kFramingMargin
+                                                   : kMinResponseBudget;
+}
+
 }  // namespace
 
 SubmitReactor::SubmitReactor(session::ServerCore& core,
-                             absl::StatusOr<session::Principal> who)
-    : core_(core), who_(who.ok() ? *who : session::Principal{}) {
+                             absl::StatusOr<session::Principal> who,
+                             SubmitStreamOptions options)
+    : core_(core),
+      who_(who.ok() ? *who : session::Principal{}),
+      max_pending_result_bytes_(options.max_pending_result_bytes),
+      response_budget_(ResponseBudget(options)) {
   if (!who.ok()) {
     absl::MutexLock lock(&mu_);
     reads_done_ = true;
@@ -70,11 +102,13 @@ void SubmitReactor::OnReadDone(bool ok) {
   }
   {
     absl::MutexLock lock(&mu_);
-    if (last_seq > pending_.completed_seq()) {
-      pending_.set_completed_seq(last_seq);
-      pending_dirty_ = true;
-    }
+    completed_seq_ = std::max(completed_seq_, last_seq);
+    // Flow control: a client that does not read its results stops being
+    // read from; OnWriteDone resumes once they have gone out.
+    const bool pause = !broken_ && unsent_other_bytes_ > kPauseReadingBytes;
+    read_paused_ = pause;
     MaybeWriteOrFinish();
+    if (pause) return;
   }
   StartRead(&request_);
 }
@@ -169,6 +203,13 @@ bool ClientMintedId(const v1::CreateEventRequest& r) { return r.id() != 0; }
 bool ClientMintedId(const v1::CreateFlagRequest& r) { return r.id() != 0; }
 bool ClientMintedId(const v1::AllocateBufferRequest& r) { return r.id() != 0; }
 
+// The result bytes a command promises: a read's data.
+template <typename Req>
+uint64_t PromisedBytes(const Req&) {
+  return 0;
+}
+uint64_t PromisedBytes(const v1::ReadBufferRequest& r) { return r.size(); }
+
 }  // namespace
 
 template <typename Req, typename Resp, typename Op>
@@ -182,22 +223,32 @@ void SubmitReactor::Run(uint64_t seq, Op op, const Req& req,
   const bool always_send =
       IsWaiting(*result) ||
       (Resp::descriptor()->field_count() > 0 && !ClientMintedId(req));
+  const uint64_t promised = PromisedBytes(req);
   absl::Status refused;
   {
     absl::MutexLock lock(&mu_);
     // Back-pressure: a client that sends waiting commands faster than they
-    // complete, or does not read its results, is refused rather than let
-    // the daemon's memory grow without bound. Plain commands complete at
-    // once and always pass: one of them may be what releases the waits.
-    if (always_send && inflight_ >= kMaxInflight) {
+    // complete, or asks for more data than it reads, is refused rather than
+    // let the daemon's memory grow without bound. Plain commands complete
+    // at once and always pass: one of them may be what releases the waits.
+    if (broken_ && promised > 0) {
+      refused = absl::CancelledError(absl::StrCat(
+          "command seq ", seq, ": the stream is cancelled; read not done"));
+    } else if (always_send && inflight_ >= kMaxInflight) {
       refused = absl::ResourceExhaustedError(
           absl::StrCat("command seq ", seq, ": ", inflight_,
                        " commands of this stream are still waiting (limit ",
                        kMaxInflight, "); collect their results first"));
-    } else if (always_send && unsent_bytes_ >= kMaxUnsentBytes) {
+    } else if (promised > max_pending_result_bytes_ - pending_result_bytes_) {
       refused = absl::ResourceExhaustedError(absl::StrCat(
-          "command seq ", seq, ": ", unsent_bytes_,
-          " bytes of results await reading (limit ", kMaxUnsentBytes, ")"));
+          "command seq ", seq, ": a read of ", promised,
+          " bytes would exceed max_pending_result_bytes (",
+          max_pending_result_bytes_,
+          ") of this stream: ", pending_result_bytes_,
+          " bytes of earlier reads are not yet sent; read those results "
+          "first, or read in smaller pieces"));
+    } else {
+      pending_result_bytes_ += promised;
     }
     ++inflight_;
   }
@@ -207,47 +258,124 @@ void SubmitReactor::Run(uint64_t seq, Op op, const Req& req,
   }
   if (!req.session_id().empty() && req.session_id() != session_->id()) {
     Complete(std::move(result), ForeignSession(seq, req.session_id()),
-             always_send);
+             always_send, promised);
     return;
   }
-  session::Invoke(
-      *session_, op, req, resp,
-      [this, result = std::move(result), always_send](absl::Status s) mutable {
-        Complete(std::move(result), s, always_send);
-      });
+  session::Invoke(*session_, op, req, resp,
+                  [this, result = std::move(result), always_send,
+                   promised](absl::Status s) mutable {
+                    Complete(std::move(result), s, always_send, promised);
+                  });
 }
 
 void SubmitReactor::Complete(std::unique_ptr<v1::CommandResult> result,
-                             const absl::Status& status, bool send_if_ok) {
+                             const absl::Status& status, bool send_if_ok,
+                             uint64_t promised) {
   const bool send = send_if_ok || !status.ok();
+  // `result` is freed, when it is dropped, after the lock is released.
   absl::MutexLock lock(&mu_);
-  if (send) {
+  --inflight_;
+  if (broken_ || !send) {
+    // Nobody will read it, or there is nothing to say: release it at once.
+    pending_result_bytes_ -= promised;
+  } else {
     if (!status.ok()) {
       result->clear_result();
       ToProto(status, result->mutable_status());
     }
-    unsent_bytes_ += result->ByteSizeLong();
-    pending_.mutable_results()->AddAllocated(result.release());
-    pending_dirty_ = true;
+    Outgoing out;
+    const bool read_data = result->has_read_buffer();
+    if (read_data) {
+      out.promised = promised;
+    } else {
+      pending_result_bytes_ -= promised;  // A failed read.
+      out.other = result->ByteSizeLong();
+      unsent_other_bytes_ += out.other;
+    }
+    out.result = std::move(result);
+    (read_data ? reads_ : others_).push_back(std::move(out));
   }
-  --inflight_;
   MaybeWriteOrFinish();
+}
+
+void SubmitReactor::PackResponse() {
+  writing_promised_ = 0;
+  writing_other_ = 0;
+  uint64_t used = kResponseOverhead;
+  while (!others_.empty()) {
+    Outgoing& out = others_.front();
+    const uint64_t whole = out.result->ByteSizeLong() + kEntryOverhead;
+    // One that does not fit goes alone if it must: these are far smaller
+    // than any message.
+    if (used + whole > response_budget_ && writing_.results_size() > 0) break;
+    used += whole;
+    writing_other_ += out.other;
+    writing_.mutable_results()->AddAllocated(out.result.release());
+    others_.pop_front();
+  }
+  if (others_.empty()) advertised_seq_ = completed_seq_;
+  writing_.set_completed_seq(advertised_seq_);
+  while (others_.empty() && !reads_.empty()) {
+    Outgoing& out = reads_.front();
+    v1::CommandResult& result = *out.result;
+    if (out.sent == 0 &&
+        used + result.ByteSizeLong() + kEntryOverhead <= response_budget_) {
+      used += result.ByteSizeLong() + kEntryOverhead;
+      writing_promised_ += out.promised;
+      writing_.mutable_results()->AddAllocated(out.result.release());
+      reads_.pop_front();
+      continue;
+    }
+    // Too large for the rest of this response: its next piece. The
+    // promised bytes are released with the last piece.
+    if (used + kPieceOverhead + kMinPieceBytes > response_budget_) break;
+    const std::string& data = result.read_buffer().data();
+    const uint64_t n = std::min<uint64_t>(
+        data.size() - out.sent, response_budget_ - used - kPieceOverhead);
+    v1::CommandResult* piece = writing_.add_results();
+    piece->set_seq(result.seq());
+    v1::ReadBufferResponse* read = piece->mutable_read_buffer();
+    read->mutable_data()->assign(data, out.sent, n);
+    read->set_chunk_offset(out.sent);
+    out.sent += n;
+    read->set_more(out.sent < data.size());
+    used += n + kPieceOverhead;
+    if (read->more()) break;  // This response is full.
+    writing_promised_ += out.promised;
+    reads_.pop_front();
+  }
+}
+
+bool SubmitReactor::HasUnsent() const {
+  return !others_.empty() || !reads_.empty() ||
+         completed_seq_ > advertised_seq_;
+}
+
+void SubmitReactor::DropUnsent() {
+  for (const Outgoing& out : reads_) pending_result_bytes_ -= out.promised;
+  for (const Outgoing& out : others_) unsent_other_bytes_ -= out.other;
+  reads_.clear();
+  others_.clear();
 }
 
 void SubmitReactor::MaybeWriteOrFinish() {
   if (finished_) return;
-  if (!write_in_flight_ && pending_dirty_ && !broken_) {
-    writing_.Swap(&pending_);
-    writing_bytes_ = unsent_bytes_;
-    pending_.Clear();
-    pending_.set_completed_seq(writing_.completed_seq());
-    pending_dirty_ = false;
+  if (broken_) {
+    DropUnsent();
+    if (read_paused_) {  // No read will ever end the stream's reading.
+      read_paused_ = false;
+      reads_done_ = true;
+      ReleaseSession();
+    }
+  }
+  if (!write_in_flight_ && !broken_ && HasUnsent()) {
+    PackResponse();
     write_in_flight_ = true;
     StartWrite(&writing_);
     return;
   }
   if (reads_done_ && inflight_ == 0 && !write_in_flight_ &&
-      (!pending_dirty_ || broken_)) {
+      (broken_ || !HasUnsent())) {
     finished_ = true;
     Finish(final_status_);
   }
@@ -256,9 +384,16 @@ void SubmitReactor::MaybeWriteOrFinish() {
 void SubmitReactor::OnWriteDone(bool ok) {
   absl::MutexLock lock(&mu_);
   write_in_flight_ = false;
-  unsent_bytes_ -= writing_bytes_;
-  writing_bytes_ = 0;
+  pending_result_bytes_ -= writing_promised_;
+  writing_promised_ = 0;
+  unsent_other_bytes_ -= writing_other_;
+  writing_other_ = 0;
+  v1::SubmitResponse().Swap(&writing_);  // Frees what was written, now.
   if (!ok) broken_ = true;
+  if (read_paused_ && !broken_ && unsent_other_bytes_ <= kPauseReadingBytes) {
+    read_paused_ = false;
+    StartRead(&request_);
+  }
   MaybeWriteOrFinish();
 }
 
@@ -266,6 +401,7 @@ void SubmitReactor::OnCancel() {
   absl::MutexLock lock(&mu_);
   broken_ = true;
   ReleaseSession();
+  MaybeWriteOrFinish();
 }
 
 void SubmitReactor::ReleaseSession() {

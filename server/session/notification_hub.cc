@@ -2,8 +2,15 @@
 #include "server/session/notification_hub.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace gpustream::session {
+
+v1::Notification NotificationHub::DroppedReport(uint64_t count) {
+  v1::Notification n;
+  n.mutable_notifications_dropped()->set_count(count);
+  return n;
+}
 
 void NotificationHub::Publish(const v1::Notification& notification) {
   absl::MutexLock deliver(&deliver_mu_);
@@ -12,8 +19,15 @@ void NotificationHub::Publish(const v1::Notification& notification) {
     absl::MutexLock lock(&mu_);
     if (closed_) return;
     if (sinks_.empty()) {
-      if (backlog_.size() == kMaxBacklog) backlog_.pop_front();
-      backlog_.push_back(notification);
+      // Tail drop: what is kept stays in order, and the one report that
+      // follows it covers exactly the gap.
+      if (backlog_.size() < kMaxBacklog) {
+        backlog_.push_back(notification);
+      } else if (notification.has_notifications_dropped()) {
+        dropped_ += notification.notifications_dropped().count();
+      } else {
+        ++dropped_;
+      }
       return;
     }
     sinks = sinks_;
@@ -24,6 +38,7 @@ void NotificationHub::Publish(const v1::Notification& notification) {
 void NotificationHub::Attach(NotificationSink* sink) {
   absl::MutexLock deliver(&deliver_mu_);
   std::deque<v1::Notification> backlog;
+  uint64_t dropped = 0;
   {
     absl::MutexLock lock(&mu_);
     if (closed_) {
@@ -32,8 +47,10 @@ void NotificationHub::Attach(NotificationSink* sink) {
     }
     sinks_.push_back(sink);
     backlog.swap(backlog_);
+    dropped = std::exchange(dropped_, 0);
   }
   for (const auto& n : backlog) sink->Deliver(n);
+  if (dropped > 0) sink->Deliver(DroppedReport(dropped));
 }
 
 void NotificationHub::Detach(NotificationSink* sink) {
@@ -50,6 +67,7 @@ void NotificationHub::CloseAll() {
     closed_ = true;
     sinks.swap(sinks_);
     backlog_.clear();
+    dropped_ = 0;
   }
   for (NotificationSink* sink : sinks) sink->Close();
 }

@@ -98,6 +98,14 @@ class ObjectTable {
     return n;
   }
 
+  // Calls `fn(T&)` for every object of kind T.
+  template <typename T, typename Fn>
+  void ForEach(Fn fn) const {
+    for (const auto& [id, object] : objects_) {
+      if (auto* p = std::get_if<std::shared_ptr<T>>(&object)) fn(**p);
+    }
+  }
+
   size_t size() const { return objects_.size(); }
 
   // NOT_FOUND naming the request field that carried the unknown id.

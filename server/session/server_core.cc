@@ -12,8 +12,14 @@ namespace gpustream::session {
 absl::StatusOr<std::unique_ptr<ServerCore>> ServerCore::Create(
     std::vector<std::unique_ptr<backend::Device>> devices,
     const std::vector<std::string>& module_folders, ManagerOptions options,
-    const std::vector<TokenGrant>& tokens) {
-  auto core = std::unique_ptr<ServerCore>(new ServerCore(tokens));
+    std::unique_ptr<tenants::TenantRegistry> tenants) {
+  auto core = std::unique_ptr<ServerCore>(new ServerCore());
+  if (tenants == nullptr) {
+    auto none = tenants::TenantRegistry::Create({});
+    if (!none.ok()) return none.status();
+    tenants = *std::move(none);
+  }
+  core->tenants_ = std::move(tenants);
   std::vector<DeviceSlot> slots;
   for (auto& device : devices) {
     auto registry = modules::ModuleRegistry::Create(*device, module_folders);
@@ -22,8 +28,8 @@ absl::StatusOr<std::unique_ptr<ServerCore>> ServerCore::Create(
     core->registries_.push_back(*std::move(registry));
     core->devices_.push_back(std::move(device));
   }
-  core->sessions_ = std::make_unique<SessionManager>(std::move(slots),
-                                                     &core->timer_, options);
+  core->sessions_ = std::make_unique<SessionManager>(
+      std::move(slots), &core->timer_, core->tenants_.get(), options);
   for (uint32_t i = 0; i < core->devices_.size(); ++i) {
     core->devices_[i]->SetFatalErrorHandler(
         [core = core.get(), i](const absl::Status& cause) {
@@ -168,35 +174,86 @@ absl::Status ServerCore::OpenSession(const Principal& who,
                                      const v1::OpenSessionRequest& req,
                                      v1::OpenSessionResponse* resp) {
   if (shutting_down()) return absl::UnavailableError("daemon shutting down");
-  return sessions_->Open(who.tenant, req, resp);
+  return sessions_->Open(who, req, resp);
 }
 
 void ServerCore::CloseSession(const Principal& who,
                               const v1::CloseSessionRequest& req,
                               v1::CloseSessionResponse*, Session::Done done) {
-  sessions_->Close(who.tenant, req.session_id(), std::move(done));
+  sessions_->Close(who.name(), req.session_id(), std::move(done));
 }
 
 absl::Status ServerCore::KeepAlive(const Principal& who,
                                    const v1::KeepAliveRequest& req,
                                    v1::KeepAliveResponse* resp) {
-  return sessions_->KeepAlive(who.tenant, req, resp);
+  return sessions_->KeepAlive(who.name(), req, resp);
+}
+
+absl::Status ServerCore::ReloadTenants(const v1::ServerConfig& config) {
+  auto removed = tenants_->Reload(config);
+  if (!removed.ok()) return removed.status();
+  for (const std::string& tenant : *removed) sessions_->EndTenant(tenant);
+  std::cerr << "gpustreamd: tenants reloaded: " << tenants_->All().size()
+            << " tenant(s), " << removed->size() << " removed" << std::endl;
+  return absl::OkStatus();
 }
 
 absl::Status ServerCore::ListSessions(const Principal& who,
                                       const v1::ListSessionsRequest&,
                                       v1::ListSessionsResponse* resp) {
-  if (auto s = Authenticator::RequireAdmin(who, "ListSessions"); !s.ok()) {
+  if (auto s = tenants::TenantRegistry::RequireAdmin(who, "ListSessions");
+      !s.ok()) {
     return s;
   }
+  std::cerr << "gpustreamd: admin: tenant '" << who.name()
+            << "' listed sessions" << std::endl;
   sessions_->List(resp);
+  return absl::OkStatus();
+}
+
+absl::Status ServerCore::KillSession(const Principal& who,
+                                     const v1::KillSessionRequest& req,
+                                     v1::KillSessionResponse*) {
+  if (auto s = tenants::TenantRegistry::RequireAdmin(who, "KillSession");
+      !s.ok()) {
+    return s;
+  }
+  absl::Status killed = sessions_->Kill(req.public_id(), who.name());
+  std::cerr << "gpustreamd: admin: tenant '" << who.name()
+            << "' killed session " << req.public_id() << ": "
+            << (killed.ok() ? "ended" : killed.ToString()) << std::endl;
+  return killed;
+}
+
+absl::Status ServerCore::GetStats(const Principal& who,
+                                  const v1::GetStatsRequest&,
+                                  v1::GetStatsResponse* resp) {
+  if (auto s = tenants::TenantRegistry::RequireAdmin(who, "GetStats");
+      !s.ok()) {
+    return s;
+  }
+  std::cerr << "gpustreamd: admin: tenant '" << who.name() << "' read stats"
+            << std::endl;
+  const auto tenants = tenants_->All();
+  for (const auto& tenant : tenants) tenant->Describe(resp->add_tenants());
+  for (uint32_t i = 0; i < devices_.size(); ++i) {
+    const backend::MemoryInfo memory = devices_[i]->memory();
+    v1::DeviceStats* d = resp->add_devices();
+    d->set_device_id(i);
+    d->set_backend(devices_[i]->info().backend);
+    d->set_memory_total_bytes(memory.total_bytes);
+    d->set_memory_used_bytes(memory.total_bytes - memory.free_bytes);
+    uint64_t busy_ns = 0;
+    for (const auto& tenant : tenants) busy_ns += tenant->busy_ns(i);
+    d->set_busy_seconds(static_cast<double>(busy_ns) / 1e9);
+  }
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<Session>> ServerCore::FindSession(
     const Principal& who, const std::string& session_id) {
   if (shutting_down()) return absl::UnavailableError("daemon shutting down");
-  return sessions_->Find(who.tenant, session_id);
+  return sessions_->Find(who.name(), session_id);
 }
 
 }  // namespace gpustream::session

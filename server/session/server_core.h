@@ -10,14 +10,17 @@
 
 #include "absl/status/statusor.h"
 #include "proto/gpustream/v1/gpustream.pb.h"
+#include "proto/gpustream/v1/server_config.pb.h"
 #include "server/backend/device.h"
 #include "server/modules/module_registry.h"
-#include "server/session/authenticator.h"
 #include "server/session/session.h"
 #include "server/session/session_manager.h"
+#include "server/tenants/tenant_registry.h"
 #include "server/util/timer_thread.h"
 
 namespace gpustream::session {
+
+using tenants::Principal;
 
 inline constexpr uint32_t kMinProtocolVersion = 1;
 inline constexpr uint32_t kMaxProtocolVersion = 1;
@@ -27,16 +30,22 @@ inline constexpr char kServerVersion[] = "0.1.0";
 class ServerCore {
  public:
   // Loads each device's modules (built-ins plus `module_folders`).
+  // `tenants`: the configured tenants; null means none (every caller is
+  // the tenant "default").
   static absl::StatusOr<std::unique_ptr<ServerCore>> Create(
       std::vector<std::unique_ptr<backend::Device>> devices,
       const std::vector<std::string>& module_folders, ManagerOptions options,
-      const std::vector<TokenGrant>& tokens = {});
+      std::unique_ptr<tenants::TenantRegistry> tenants = nullptr);
 
-  // The caller behind a request's "authorization" metadata (null if absent).
+  // The tenant behind a request's credentials; UNAUTHENTICATED if none.
   absl::StatusOr<Principal> Authenticate(
-      const std::string* authorization) const {
-    return authenticator_.Authenticate(authorization);
+      const tenants::Credentials& credentials) const {
+    return tenants_->Authenticate(credentials);
   }
+  // SIGHUP: new tenants, weights and quotas; sessions of removed tenants
+  // end with ABORTED. The old set stays (and the error is returned) if
+  // `config` is invalid.
+  absl::Status ReloadTenants(const v1::ServerConfig& config);
 
   absl::Status GetVersion(const v1::GetVersionRequest& req,
                           v1::GetVersionResponse* resp);
@@ -53,10 +62,16 @@ class ServerCore {
                     v1::CloseSessionResponse* resp, Session::Done done);
   absl::Status KeepAlive(const Principal& who, const v1::KeepAliveRequest& req,
                          v1::KeepAliveResponse* resp);
-  // Admin only.
+  // The Admin service: PERMISSION_DENIED unless `who` is an admin. Every
+  // action is logged with the acting tenant.
   absl::Status ListSessions(const Principal& who,
                             const v1::ListSessionsRequest& req,
                             v1::ListSessionsResponse* resp);
+  absl::Status KillSession(const Principal& who,
+                           const v1::KillSessionRequest& req,
+                           v1::KillSessionResponse* resp);
+  absl::Status GetStats(const Principal& who, const v1::GetStatsRequest& req,
+                        v1::GetStatsResponse* resp);
 
   // The caller's session named by a request (another tenant's is NOT_FOUND);
   // UNAVAILABLE once shutting down.
@@ -75,14 +90,13 @@ class ServerCore {
   std::vector<absl::Status> RefusedModules() const;
 
  private:
-  explicit ServerCore(const std::vector<TokenGrant>& tokens)
-      : authenticator_(tokens) {}
+  ServerCore() = default;
 
   // A device's fatal error: abort its sessions (ABORTED naming the cause),
   // then reset the device so that new sessions work.
   void OnDeviceFailure(uint32_t device_id, const absl::Status& cause);
 
-  const Authenticator authenticator_;
+  std::unique_ptr<tenants::TenantRegistry> tenants_;
   std::vector<std::unique_ptr<backend::Device>> devices_;
   std::vector<std::unique_ptr<modules::ModuleRegistry>> registries_;
   util::TimerThread timer_;

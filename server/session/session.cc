@@ -18,6 +18,60 @@ using backend::Event;
 using backend::Flag;
 using backend::Queue;
 
+// One host-side wait charged to its tenant while the backend holds its
+// callback: captured by that callback, released when the callback goes
+// (fired, or cancelled with its wait).
+class WaitCharge {
+ public:
+  explicit WaitCharge(std::shared_ptr<tenants::Tenant> tenant)
+      : tenant_(std::move(tenant)) {}
+  ~WaitCharge() { tenant_->ReleaseWait(); }
+  WaitCharge(const WaitCharge&) = delete;
+  WaitCharge& operator=(const WaitCharge&) = delete;
+
+ private:
+  const std::shared_ptr<tenants::Tenant> tenant_;
+};
+
+absl::StatusOr<std::shared_ptr<WaitCharge>> ChargeWait(
+    const std::shared_ptr<tenants::Tenant>& tenant) {
+  if (absl::Status s = tenant->ReserveWait(); !s.ok()) return s;
+  return std::make_shared<WaitCharge>(tenant);
+}
+
+// A buffer as the session hands it out: an alias of the device's buffer
+// that also holds the tenant's memory charge, so the quota is credited when
+// the memory really goes (the last enqueued work that uses it done), not
+// when FreeBuffer drops the id.
+// `bytes` is what was reserved.
+std::shared_ptr<Buffer> ChargedBuffer(std::shared_ptr<Buffer> buffer,
+                                      std::shared_ptr<tenants::Tenant> tenant,
+                                      uint64_t bytes) {
+  class Holder {
+   public:
+    Holder(std::shared_ptr<Buffer> buffer,
+           std::shared_ptr<tenants::Tenant> tenant, uint64_t bytes)
+        : buffer_(std::move(buffer)),
+          tenant_(std::move(tenant)),
+          bytes_(bytes) {}
+    Holder(const Holder&) = delete;
+    Holder& operator=(const Holder&) = delete;
+    ~Holder() {
+      buffer_.reset();
+      tenant_->ReleaseMemory(bytes_);
+    }
+
+   private:
+    std::shared_ptr<Buffer> buffer_;
+    const std::shared_ptr<tenants::Tenant> tenant_;
+    const uint64_t bytes_;
+  };
+  Buffer* raw = buffer.get();
+  auto holder =
+      std::make_shared<Holder>(std::move(buffer), std::move(tenant), bytes);
+  return std::shared_ptr<Buffer>(std::move(holder), raw);
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Session>> Session::Create(std::string id,
@@ -32,13 +86,20 @@ absl::StatusOr<std::shared_ptr<Session>> Session::Create(std::string id,
 }
 
 void Session::Describe(v1::SessionInfo* info) {
-  info->set_session_id(id_);
+  info->set_public_id(owner_.public_id);
   info->set_tenant(owner_.tenant);
   info->set_client_name(owner_.client_name);
   info->set_device_id(owner_.device_id);
   info->set_open_streams(open_streams());
-  info->set_idle_ms(absl::ToInt64Milliseconds(absl::Now() - last_used()));
+  const absl::Time now = absl::Now();
+  info->set_age_ms(absl::ToInt64Milliseconds(now - opened_at_));
+  info->set_idle_ms(absl::ToInt64Milliseconds(now - last_used()));
   absl::MutexLock lock(&mu_);
+  info->set_memory_bytes(memory_bytes_);
+  uint64_t inflight = 0;
+  objects_.ForEach<Queue>(
+      [&](Queue& queue) { inflight += queue.inflight_commands(); });
+  info->set_inflight_commands(inflight);
   info->set_queues(objects_.Count<Queue>());
   info->set_events(objects_.Count<Event>());
   info->set_flags(objects_.Count<Flag>());
@@ -79,10 +140,12 @@ absl::Status CheckLive(uint64_t id, Queue& queue) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<Queue>> Session::FindLiveQueue(uint64_t id) {
+absl::StatusOr<std::shared_ptr<Queue>> Session::FindLiveQueue(uint64_t id,
+                                                              uint64_t staged) {
   auto queue = Find<Queue>(id, "queue_id");
   if (!queue.ok()) return queue;
   if (absl::Status s = CheckLive(id, **queue); !s.ok()) return s;
+  if (absl::Status s = ctx_.tenant->CheckEnqueue(staged); !s.ok()) return s;
   return queue;
 }
 
@@ -92,9 +155,14 @@ absl::Status Session::CheckQuota(bool queue) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "session holds the maximum of ", ctx_.limits.max_objects, " objects"));
   }
-  if (queue && queue_count_ >= ctx_.limits.max_queues) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "session holds the maximum of ", ctx_.limits.max_queues, " queues"));
+  // Destroyed queues still draining count: each holds its work (and, parked
+  // on a flag nobody signals, holds it until teardown).
+  const uint32_t draining = draining_queues_->load();
+  if (queue && queue_count_ + draining >= ctx_.limits.max_queues) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("session holds the maximum of ", ctx_.limits.max_queues,
+                     " queues (max_queues_per_session; ", draining,
+                     " of them destroyed and still draining)"));
   }
   return absl::OkStatus();
 }
@@ -125,8 +193,11 @@ absl::StatusOr<std::shared_ptr<Queue>> Session::NewQueue(int32_t priority,
   if (auto s = CheckQuota(/*queue=*/true); !s.ok()) return s;
   auto id = objects_.ReserveId(requested, "id");
   if (!id.ok()) return id.status();
+  if (auto s = ctx_.tenant->ReserveQueue(); !s.ok()) return s;
   backend::QueueOptions options;
-  options.priority = priority;
+  options.priority = ctx_.tenant->ClampPriority(priority);
+  options.account = ctx_.tenant->account(owner_.device_id);
+  options.session_key = ctx_.session_key;
   options.on_error = [hub = notifications_,
                       queue_id = *id](const absl::Status& error) {
     v1::Notification n;
@@ -137,7 +208,10 @@ absl::StatusOr<std::shared_ptr<Queue>> Session::NewQueue(int32_t priority,
     hub->Publish(n);
   };
   auto queue = ctx_.device->CreateQueue(std::move(options));
-  if (!queue.ok()) return queue.status();
+  if (!queue.ok()) {
+    ctx_.tenant->ReleaseQueue();
+    return queue.status();
+  }
   objects_.Insert(*id, *queue);
   ++queue_count_;
   *id_out = *id;
@@ -169,7 +243,10 @@ void Session::DestroyQueue(const v1::DestroyQueueRequest& req,
   {
     absl::MutexLock lock(&mu_);
     queue = objects_.Remove<Queue>(req.queue_id(), "queue_id");
-    if (queue.ok()) --queue_count_;
+    if (queue.ok()) {
+      --queue_count_;
+      draining_queues_->fetch_add(1);
+    }
   }
   if (!queue.ok()) {
     done(queue.status());
@@ -183,9 +260,13 @@ void Session::DestroyQueue(const v1::DestroyQueueRequest& req,
   // releases the native queue (never this callback's thread).
   Queue* raw = queue->get();
   raw->OnIdle([queue = *std::move(queue), done = std::move(done),
-               parked_calls = parked_, parked](absl::Status s) mutable {
+               parked_calls = parked_, parked, tenant = ctx_.tenant,
+               draining = draining_queues_](absl::Status s) mutable {
     parked_calls->Unpark(parked);
     queue.reset();
+    // Charged to the session and the tenant until drained.
+    draining->fetch_sub(1);
+    tenant->ReleaseQueue();
     // A queue failed by its work is still destroyed (OK); one that a
     // teardown or a device loss ended reports why.
     const bool ended = s.code() == absl::StatusCode::kCancelled ||
@@ -213,10 +294,17 @@ void Session::SynchronizeQueue(const v1::SynchronizeQueueRequest& req,
     done((*queue)->error());
     return;
   }
+  auto charge = ChargeWait(ctx_.tenant);
+  if (!charge.ok()) {
+    done(charge.status());
+    return;
+  }
   auto timed = std::make_shared<TimedDone>(std::move(done), ctx_.timer);
   TimedDone::Arm(timed, req.timeout_ms(),
                  absl::StrCat("queue_id ", req.queue_id()), nullptr);
-  (*queue)->OnIdle([timed](absl::Status s) { timed->Finish(std::move(s)); });
+  (*queue)->OnIdle([timed, charge = *std::move(charge)](absl::Status s) {
+    timed->Finish(std::move(s));
+  });
 }
 
 absl::Status Session::QueryQueue(const v1::QueryQueueRequest& req,
@@ -289,6 +377,11 @@ void Session::SynchronizeEvent(const v1::SynchronizeEventRequest& req,
     done(event.status());
     return;
   }
+  auto charge = ChargeWait(ctx_.tenant);
+  if (!charge.ok()) {
+    done(charge.status());
+    return;
+  }
   auto timed = std::make_shared<TimedDone>(std::move(done), ctx_.timer);
   // An event completes OK even when teardown drops its record: teardown
   // finishes this call with its reason first.
@@ -299,10 +392,11 @@ void Session::SynchronizeEvent(const v1::SynchronizeEventRequest& req,
   }
   TimedDone::Arm(timed, req.timeout_ms(),
                  absl::StrCat("event_id ", req.event_id()), nullptr);
-  (*event)->OnComplete([timed, parked_calls = parked_, parked] {
-    parked_calls->Unpark(parked);
-    timed->Finish(absl::OkStatus());
-  });
+  (*event)->OnComplete(
+      [timed, parked_calls = parked_, parked, charge = *std::move(charge)] {
+        parked_calls->Unpark(parked);
+        timed->Finish(absl::OkStatus());
+      });
 }
 
 absl::Status Session::QueryEvent(const v1::QueryEventRequest& req,
@@ -382,10 +476,16 @@ void Session::WaitFlag(const v1::WaitFlagRequest& req,
     done(s);
     return;
   }
+  auto charge = ChargeWait(ctx_.tenant);
+  if (!charge.ok()) {
+    done(charge.status());
+    return;
+  }
   auto timed = std::make_shared<TimedDone>(std::move(done), ctx_.timer);
   const Flag::WaitId wait_id =
       (*flag)->AsyncWait(req.value(), ToCondition(req.condition()),
-                         [timed, resp](absl::StatusOr<uint64_t> value) {
+                         [timed, resp, charge = *std::move(charge)](
+                             absl::StatusOr<uint64_t> value) {
                            // Claim first: once the timeout has finished the
                            // call, `resp` may be gone.
                            if (!timed->Claim()) return;
@@ -451,9 +551,17 @@ absl::Status Session::AllocateBuffer(const v1::AllocateBufferRequest& req,
   if (auto s = CheckQuota(false); !s.ok()) return s;
   auto id = objects_.ReserveId(req.id(), "id");
   if (!id.ok()) return id.status();
+  if (auto s = ctx_.tenant->ReserveMemory(req.size_bytes()); !s.ok()) {
+    return s;
+  }
   auto buffer = ctx_.device->Allocate(req.size_bytes(), kind);
-  if (!buffer.ok()) return buffer.status();
-  objects_.Insert(*id, *std::move(buffer));
+  if (!buffer.ok()) {
+    ctx_.tenant->ReleaseMemory(req.size_bytes());
+    return buffer.status();
+  }
+  objects_.Insert(
+      *id, ChargedBuffer(*std::move(buffer), ctx_.tenant, req.size_bytes()));
+  memory_bytes_ += req.size_bytes();
   resp->set_buffer_id(*id);
   return absl::OkStatus();
 }
@@ -464,15 +572,17 @@ absl::Status Session::FreeBuffer(const v1::FreeBufferRequest& req,
   {
     absl::MutexLock lock(&mu_);
     buffer = objects_.Remove<Buffer>(req.buffer_id(), "buffer_id");
+    if (buffer.ok()) memory_bytes_ -= (*buffer)->size();  // As added.
   }
   // Work enqueued earlier holds its own references: the memory goes back to
-  // the device, on its cleanup thread, when that work has finished.
+  // the device, on its cleanup thread, when that work has finished, and the
+  // tenant's quota with it (ChargedBuffer).
   return buffer.status();
 }
 
 absl::Status Session::WriteBuffer(const v1::WriteBufferRequest& req,
                                   v1::WriteBufferResponse*) {
-  auto queue = FindLiveQueue(req.queue_id());
+  auto queue = FindLiveQueue(req.queue_id(), req.data().size());
   if (!queue.ok()) return queue.status();
   auto buffer = FindRange(req.buffer_id(), "buffer_id", req.offset(),
                           req.data().size(), "write");
@@ -599,6 +709,7 @@ absl::Status Session::LaunchKernel(const v1::LaunchKernelRequest& req,
     }
   }
   if (absl::Status s = CheckLive(req.queue_id(), *queue); !s.ok()) return s;
+  if (absl::Status s = ctx_.tenant->CheckEnqueue(0); !s.ok()) return s;
   return queue->Launch(**kernel, *config, std::move(args));
 }
 
@@ -612,7 +723,9 @@ void Session::Teardown(const absl::Status& reason) {
     closed_ = true;
     ended_reason_ = reason;
     objects = objects_.TakeAll();
+    for (uint32_t i = 0; i < queue_count_; ++i) ctx_.tenant->ReleaseQueue();
     queue_count_ = 0;
+    memory_bytes_ = 0;  // The tenant is credited as the buffers go.
   }
   // 0. Calls no cancellation below would reach end now, with `reason`;
   //    queues already being destroyed are torn down with the rest.

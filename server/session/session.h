@@ -18,6 +18,7 @@
 #include "server/session/notification_hub.h"
 #include "server/session/object_table.h"
 #include "server/session/parked_calls.h"
+#include "server/tenants/tenant.h"
 #include "server/util/timer_thread.h"
 
 namespace gpustream::session {
@@ -36,14 +37,24 @@ struct SessionOwner {
   std::string tenant;
   std::string client_name;
   uint32_t device_id = 0;
+  // Names the session to admins (ListSessions, KillSession); unlike the
+  // secret session id it grants nothing.
+  std::string public_id;
 };
 
-// What a session uses but does not own; all outlive every session.
+// What a session uses but does not own; all outlive every session but the
+// tenant, which the session shares.
 struct SessionContext {
   backend::Device* device;
   const modules::ModuleRegistry* modules;
   util::TimerThread* timer;
   SessionLimits limits;
+  // Charged for the session's queues and memory; its account (for this
+  // device) is charged for the session's work. Never null.
+  std::shared_ptr<tenants::Tenant> tenant;
+  // Tells the session's queues apart from its tenant's other sessions' in
+  // the device's scheduler.
+  uint64_t session_key = 0;
 };
 
 // Every operation validates its request completely (ids of this session,
@@ -64,7 +75,8 @@ class Session {
 
   const std::string& id() const { return id_; }
   const SessionOwner& owner() const { return owner_; }
-  // An admin's summary: object counts, streams, idle time.
+  const std::shared_ptr<tenants::Tenant>& tenant() const { return ctx_.tenant; }
+  // An admin's summary: object counts, memory, streams, age and idle time.
   void Describe(v1::SessionInfo* info);
   uint64_t default_queue_id() const { return default_queue_id_; }
   NotificationHub& notifications() { return *notifications_; }
@@ -163,8 +175,11 @@ class Session {
   // The status a call parked on a closed session ends with.
   absl::Status ClosedReason() ABSL_LOCKS_EXCLUDED(mu_);
   // A queue that accepts work: NOT_FOUND if unknown, FAILED_PRECONDITION if
-  // it holds a sticky error (ABORTED if its device failed).
-  absl::StatusOr<std::shared_ptr<backend::Queue>> FindLiveQueue(uint64_t id);
+  // it holds a sticky error (ABORTED if its device failed),
+  // RESOURCE_EXHAUSTED if the tenant's in-flight or staging quota has no
+  // room for one more command staging `staged` bytes.
+  absl::StatusOr<std::shared_ptr<backend::Queue>> FindLiveQueue(
+      uint64_t id, uint64_t staged = 0);
   // Checks room for one more object (and one more queue if `queue`).
   absl::Status CheckQuota(bool queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::shared_ptr<backend::Buffer>> FindRange(
@@ -178,6 +193,7 @@ class Session {
   const std::string id_;
   const SessionOwner owner_;
   const SessionContext ctx_;
+  const absl::Time opened_at_ = absl::Now();
   uint64_t default_queue_id_ = 0;
   // Shared with queue callbacks, which may outlive the session.
   const std::shared_ptr<NotificationHub> notifications_ =
@@ -191,6 +207,12 @@ class Session {
   absl::Status ended_reason_ ABSL_GUARDED_BY(mu_);
   ObjectTable objects_ ABSL_GUARDED_BY(mu_);
   uint32_t queue_count_ ABSL_GUARDED_BY(mu_) = 0;
+  // Queues destroyed but not yet drained; shared with their OnIdle
+  // callbacks, which may run after the session is gone.
+  const std::shared_ptr<std::atomic<uint32_t>> draining_queues_ =
+      std::make_shared<std::atomic<uint32_t>>(0);
+  // Bytes of the buffers in objects_, charged to the tenant.
+  uint64_t memory_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace gpustream::session

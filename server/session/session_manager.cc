@@ -12,9 +12,10 @@
 namespace gpustream::session {
 namespace {
 
-// 128 bits from the kernel's CSPRNG, hex-encoded: unguessable.
-std::string NewSessionId() {
-  char bytes[16];
+// `Bytes` bytes from the kernel's CSPRNG, hex-encoded.
+template <size_t Bytes>
+std::string RandomHex() {
+  char bytes[Bytes];
   size_t got = 0;
   while (got < sizeof(bytes)) {
     ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
@@ -23,12 +24,20 @@ std::string NewSessionId() {
   return absl::BytesToHexString(absl::string_view(bytes, sizeof(bytes)));
 }
 
+// 128 bits: unguessable.
+std::string NewSessionId() { return RandomHex<16>(); }
+// A name for admins, unrelated to the secret id.
+std::string NewPublicId() { return "s-" + RandomHex<8>(); }
+
 }  // namespace
 
 SessionManager::SessionManager(std::vector<DeviceSlot> devices,
-                               util::TimerThread* timer, ManagerOptions options)
+                               util::TimerThread* timer,
+                               const tenants::TenantRegistry* tenants,
+                               ManagerOptions options)
     : devices_(std::move(devices)),
       timer_(timer),
+      tenants_(tenants),
       options_(options),
       housekeeper_(&SessionManager::Housekeep, this) {}
 
@@ -41,7 +50,41 @@ SessionManager::~SessionManager() {
   housekeeper_.join();
 }
 
-absl::Status SessionManager::Open(const std::string& tenant,
+absl::Status SessionManager::CheckFairShare(const tenants::Tenant& tenant) {
+  const size_t max = options_.max_sessions;
+  if (sessions_.size() >= max) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the daemon serves the maximum of ", max, " sessions (max_sessions)"));
+  }
+  // Each tenant's guaranteed share: max_sessions split by weight, at least
+  // one session (a light tenant must never be locked out by a heavy one).
+  // Room left after the shares other tenants have not used yet is open to
+  // anyone.
+  const auto all = tenants_->All();
+  uint64_t total_weight = 0;
+  for (const auto& t : all) total_weight += t->weight();
+  auto share = [&](const tenants::Tenant& t) -> uint64_t {
+    return std::max<uint64_t>(
+        1, max * t.weight() / std::max<uint64_t>(total_weight, 1));
+  };
+  uint64_t held_for_others = 0;
+  for (const auto& t : all) {
+    if (t.get() == &tenant) continue;
+    const uint64_t s = share(*t);
+    if (t->sessions() < s) held_for_others += s - t->sessions();
+  }
+  const uint64_t mine = tenant.sessions();
+  if (mine < share(tenant) || sessions_.size() + 1 + held_for_others <= max) {
+    return absl::OkStatus();
+  }
+  // Says nothing of other tenants' counts.
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "tenant '", tenant.name(), "' holds ", mine,
+      " sessions, past its fair share ", share(tenant), " of max_sessions ",
+      max, "; the free sessions left are held for other tenants' shares"));
+}
+
+absl::Status SessionManager::Open(const tenants::Principal& who,
                                   const v1::OpenSessionRequest& req,
                                   v1::OpenSessionResponse* resp) {
   if (req.device_id() >= devices_.size()) {
@@ -57,19 +100,23 @@ absl::Status SessionManager::Open(const std::string& tenant,
   // pass the limit together (creating a session is quick).
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("daemon shutting down");
-  if (sessions_.size() >= options_.max_sessions) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("the daemon serves the maximum of ", options_.max_sessions,
-                     " sessions"));
-  }
+  if (auto s = CheckFairShare(*who.tenant); !s.ok()) return s;
+  if (auto s = who.tenant->ReserveSession(); !s.ok()) return s;
   const DeviceSlot& slot = devices_[req.device_id()];
+  const std::string public_id = NewPublicId();
   auto session = Session::Create(
-      NewSessionId(), {tenant, req.client_name(), req.device_id()},
-      {slot.device, slot.modules, timer_, options_.session_limits});
-  if (!session.ok()) return session.status();
+      NewSessionId(),
+      {who.name(), req.client_name(), req.device_id(), public_id},
+      {slot.device, slot.modules, timer_, options_.session_limits, who.tenant,
+       next_session_key_++});
+  if (!session.ok()) {
+    who.tenant->ReleaseSession();
+    return session.status();
+  }
   resp->set_session_id((*session)->id());
   resp->set_default_queue_id((*session)->default_queue_id());
   resp->set_lease_seconds(lease_s);
+  public_ids_.emplace(public_id, resp->session_id());
   sessions_.emplace(resp->session_id(),
                     Entry{*std::move(session), absl::Seconds(lease_s)});
   return absl::OkStatus();
@@ -102,10 +149,9 @@ void SessionManager::Close(const std::string& tenant,
     return;
   }
   StartTeardown(
-      std::move((*entry)->session),
+      Take(sessions_.find(session_id)),
       absl::CancelledError(absl::StrCat("session ", session_id, " was closed")),
       std::move(done));
-  sessions_.erase(session_id);
 }
 
 absl::Status SessionManager::KeepAlive(const std::string& tenant,
@@ -139,6 +185,48 @@ void SessionManager::List(v1::ListSessionsResponse* resp) {
   for (auto& session : sessions) session->Describe(resp->add_sessions());
 }
 
+std::shared_ptr<Session> SessionManager::Take(
+    absl::flat_hash_map<std::string, Entry>::iterator it) {
+  std::shared_ptr<Session> session = std::move(it->second.session);
+  public_ids_.erase(session->owner().public_id);
+  sessions_.erase(it);
+  return session;
+}
+
+void SessionManager::Abort(absl::flat_hash_map<std::string, Entry>::iterator it,
+                           const absl::Status& reason,
+                           absl::AnyInvocable<void(absl::Status)> done) {
+  RememberEnded(it->first, it->second.session->owner().tenant, reason);
+  StartTeardown(Take(it), reason, std::move(done));
+}
+
+absl::Status SessionManager::Kill(const std::string& public_id,
+                                  const std::string& by) {
+  absl::MutexLock lock(&mu_);
+  auto id = public_ids_.find(public_id);
+  if (id == public_ids_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("no live session has public_id '", public_id, "'"));
+  }
+  Abort(sessions_.find(id->second),
+        absl::AbortedError(absl::StrCat("an administrator (tenant '", by,
+                                        "') ended session ", public_id)),
+        nullptr);
+  return absl::OkStatus();
+}
+
+void SessionManager::EndTenant(const std::string& tenant) {
+  absl::MutexLock lock(&mu_);
+  const absl::Status reason = absl::AbortedError(absl::StrCat(
+      "tenant '", tenant, "' was removed from the daemon's configuration"));
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    auto next = std::next(it);
+    if (it->second.session->owner().tenant == tenant)
+      Abort(it, reason, nullptr);
+    it = next;
+  }
+}
+
 void SessionManager::StartTeardown(
     std::shared_ptr<Session> session, absl::Status reason,
     absl::AnyInvocable<void(absl::Status)> done) {
@@ -146,6 +234,7 @@ void SessionManager::StartTeardown(
   std::thread([this, session = std::move(session), reason = std::move(reason),
                done = std::move(done)]() mutable {
     session->Teardown(reason);
+    session->tenant()->ReleaseSession();
     session.reset();
     if (done) done(absl::OkStatus());
     absl::MutexLock lock(&mu_);
@@ -160,6 +249,7 @@ void SessionManager::CloseAll() {
                   absl::UnavailableError("daemon shutting down"), nullptr);
   }
   sessions_.clear();
+  public_ids_.clear();
   auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return teardowns_in_flight_ == 0;
   };
@@ -184,18 +274,15 @@ void SessionManager::AbortDevice(uint32_t device_id, const absl::Status& reason,
   countdown->done = std::move(done);
   absl::MutexLock lock(&mu_);
   for (auto it = sessions_.begin(); it != sessions_.end();) {
-    if (it->second.session->owner().device_id != device_id) {
-      ++it;
-      continue;
+    auto next = std::next(it);
+    if (it->second.session->owner().device_id == device_id) {
+      {
+        absl::MutexLock count_lock(&countdown->mu);
+        ++countdown->left;
+      }
+      Abort(it, reason, [countdown](absl::Status) { countdown->Down(); });
     }
-    RememberEnded(it->first, it->second.session->owner().tenant, reason);
-    {
-      absl::MutexLock count_lock(&countdown->mu);
-      ++countdown->left;
-    }
-    StartTeardown(std::move(it->second.session), reason,
-                  [countdown](absl::Status) { countdown->Down(); });
-    sessions_.erase(it++);
+    it = next;
   }
   chores_.push_back([countdown] { countdown->Down(); });
 }
@@ -226,11 +313,13 @@ void SessionManager::CheckLeases() {
     }
     const absl::Duration idle = now - entry.session->last_used();
     if (idle >= entry.lease) {
-      StartTeardown(std::move(entry.session),
-                    absl::CancelledError(absl::StrCat("session ", it->first,
-                                                      "'s lease expired")),
+      auto next = std::next(it);
+      const std::string id = it->first;
+      StartTeardown(Take(it),
+                    absl::CancelledError(
+                        absl::StrCat("session ", id, "'s lease expired")),
                     nullptr);
-      sessions_.erase(it++);
+      it = next;
       continue;
     }
     // Warn once per idle spell, when a quarter of the lease is left.

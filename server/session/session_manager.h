@@ -16,10 +16,14 @@
 #include "absl/time/time.h"
 #include "proto/gpustream/v1/gpustream.pb.h"
 #include "server/session/session.h"
+#include "server/tenants/tenant_registry.h"
 
 namespace gpustream::session {
 
 struct ManagerOptions {
+  // Daemon-wide. Each configured tenant is guaranteed its weighted share of
+  // it (a tenant past its share may open more only while that leaves room
+  // for every other tenant's share).
   uint32_t max_sessions = 256;
   uint32_t default_lease_seconds = 60;
   uint32_t max_lease_seconds = 3600;
@@ -40,7 +44,9 @@ struct DeviceSlot {
 // Thread-safe.
 class SessionManager {
  public:
+  // `tenants` outlives the manager.
   SessionManager(std::vector<DeviceSlot> devices, util::TimerThread* timer,
+                 const tenants::TenantRegistry* tenants,
                  ManagerOptions options);
   // Tears down every session that is left.
   ~SessionManager();
@@ -49,7 +55,9 @@ class SessionManager {
 
   // Every call names the caller's tenant: another tenant's session is
   // NOT_FOUND, exactly as one that does not exist.
-  absl::Status Open(const std::string& tenant,
+  // RESOURCE_EXHAUSTED past the tenant's max_sessions quota or its share of
+  // the daemon's max_sessions.
+  absl::Status Open(const tenants::Principal& who,
                     const v1::OpenSessionRequest& req,
                     v1::OpenSessionResponse* resp);
   // Removes the session at once (later lookups fail) and tears it down in
@@ -64,8 +72,14 @@ class SessionManager {
   absl::StatusOr<std::shared_ptr<Session>> Find(const std::string& tenant,
                                                 const std::string& session_id);
 
-  // Every live session, for admins.
+  // Every live session, for admins (never a session id).
   void List(v1::ListSessionsResponse* resp);
+  // Admin: ends the session named by `public_id` like a device failure
+  // does: its owner's later calls get ABORTED saying an administrator ended
+  // it. NOT_FOUND naming public_id if no live session has it.
+  absl::Status Kill(const std::string& public_id, const std::string& by);
+  // A reload removed `tenant`: ends its sessions with ABORTED.
+  void EndTenant(const std::string& tenant);
 
   size_t session_count();
 
@@ -91,6 +105,18 @@ class SessionManager {
   void StartTeardown(std::shared_ptr<Session> session, absl::Status reason,
                      absl::AnyInvocable<void(absl::Status)> done)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes the entry (and its public id); returns its session.
+  std::shared_ptr<Session> Take(
+      absl::flat_hash_map<std::string, Entry>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes the entry, remembers `reason` for its owner and tears it down.
+  void Abort(absl::flat_hash_map<std::string, Entry>::iterator it,
+             const absl::Status& reason,
+             absl::AnyInvocable<void(absl::Status)> done)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OK if `tenant` may open one more session under max_sessions.
+  absl::Status CheckFairShare(const tenants::Tenant& tenant)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The caller's session entry, or NOT_FOUND.
   absl::StatusOr<Entry*> Lookup(const std::string& tenant,
                                 const std::string& session_id)
@@ -107,10 +133,15 @@ class SessionManager {
 
   const std::vector<DeviceSlot> devices_;
   util::TimerThread* const timer_;
+  const tenants::TenantRegistry* const tenants_;
   const ManagerOptions options_;
 
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, Entry> sessions_ ABSL_GUARDED_BY(mu_);
+  // Public id to session id.
+  absl::flat_hash_map<std::string, std::string> public_ids_
+      ABSL_GUARDED_BY(mu_);
+  uint64_t next_session_key_ ABSL_GUARDED_BY(mu_) = 1;
   // Quick work for the housekeeper, run outside the lock.
   std::deque<absl::AnyInvocable<void()>> chores_ ABSL_GUARDED_BY(mu_);
   struct Ended {

@@ -16,14 +16,17 @@ using ::absl::StatusCode;
 
 class SessionTest : public ::testing::Test {
  protected:
+  const std::shared_ptr<tenants::Tenant> tenant_ =
+      std::make_shared<tenants::Tenant>("tenant", false, 1, v1::Quota());
   SessionTest()
       : device_(backend::CpuDeviceOptions{1 << 20}),
         modules_(*modules::ModuleRegistry::Create(device_, {})) {
     SessionLimits limits;
     limits.max_queues = 3;
     limits.max_objects = 16;
-    session_ = *Session::Create("s1", {"tenant", "test", 0},
-                                {&device_, modules_.get(), &timer_, limits});
+    session_ = *Session::Create(
+        "s1", {"tenant", "test", 0, "s-1"},
+        {&device_, modules_.get(), &timer_, limits, tenant_, /*key=*/1});
   }
 
   uint64_t NewBuffer(uint64_t id, uint64_t size) {

@@ -1,6 +1,7 @@
 // The CPU device.
 #include "server/backend/cpu/cpu_device.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -10,6 +11,7 @@
 #include "server/backend/cpu/cpu_flag.h"
 #include "server/backend/cpu/cpu_module.h"
 #include "server/backend/cpu/cpu_queue.h"
+#include "server/backend/cpu/cpu_scheduler.h"
 
 // The samples module, linked in from //kernels/cpu:samples.
 extern "C" const GsModuleDef* gpustream_cpu_module(void);
@@ -17,15 +19,19 @@ extern "C" const GsModuleDef* gpustream_cpu_module(void);
 namespace gpustream::backend {
 
 CpuDevice::CpuDevice(const CpuDeviceOptions& options)
-    : pool_(std::make_shared<CpuMemoryPool>(options.memory_limit_bytes)) {
+    : pool_(std::make_shared<CpuMemoryPool>(options.memory_limit_bytes)),
+      scheduler_(std::make_unique<CpuScheduler>(options.threads,
+                                                options.kernel_time_limit)) {
   const unsigned threads = std::thread::hardware_concurrency();
   info_.backend = "cpu";
   info_.name = absl::StrCat("CPU (", threads, " hardware threads)");
   info_.arch = "x86_64";
-  info_.multiprocessor_count = threads;
-  // One worker thread per queue, at the daemon's priority: no priorities.
+  // The execution threads: what runs queues side by side.
+  info_.multiprocessor_count = scheduler_->threads();
+  // CUDA's convention: 0 is the least, numerically lower is greater (the
+  // scheduler runs it first within a session).
   info_.priority_least = 0;
-  info_.priority_greatest = 0;
+  info_.priority_greatest = std::min(options.priority_greatest, 0);
   info_.supports_wait_value = true;
   info_.supports_host_func = true;
   info_.supports_timing = true;
@@ -36,14 +42,51 @@ CpuDevice::CpuDevice(const CpuDeviceOptions& options)
   info_.max_shared_memory_bytes = kCpuMaxSharedMemoryBytes;
 }
 
+CpuDevice::~CpuDevice() {
+  std::vector<std::shared_ptr<CpuQueueCore>> live;
+  {
+    absl::MutexLock lock(&queues_mu_);
+    for (auto& weak : queues_) {
+      if (auto core = weak.lock()) live.push_back(std::move(core));
+    }
+    queues_.clear();
+  }
+  // By contract every CpuQueue is gone: cores still alive belong to queues
+  // dropped with work left (behind a wait nobody will release, or a kernel
+  // still running). Their work goes.
+  const absl::Status reason =
+      absl::UnavailableError("the CPU device is shutting down");
+  for (auto& core : live) core->Cancel(reason);
+  live.clear();
+  // Dropped work's callbacks are delivered (and what they release freed)
+  // while the pool still runs whatever they make runnable; then the pool
+  // stops once its running turns return (a stopped kernel returns soon).
+  cleanup_.Drain();
+  scheduler_->Stop();
+  cleanup_.Shutdown();
+  // Cleanup is done: Post runs inline from here on, so whatever the
+  // scheduler still releases frees at once.
+  scheduler_.reset();
+}
+
 MemoryInfo CpuDevice::memory() {
   return {pool_->limit(), pool_->limit() - pool_->used()};
 }
 
 absl::StatusOr<std::shared_ptr<Queue>> CpuDevice::CreateQueue(
     QueueOptions options) {
+  auto core = std::make_shared<CpuQueueCore>(scheduler_.get(), &cleanup_,
+                                             std::move(options));
+  {
+    absl::MutexLock lock(&queues_mu_);
+    if (queues_.size() >= prune_at_) {
+      std::erase_if(queues_, [](const auto& weak) { return weak.expired(); });
+      prune_at_ = std::max<size_t>(64, 2 * queues_.size());
+    }
+    queues_.push_back(core);
+  }
   return std::shared_ptr<Queue>(
-      new CpuQueue(std::move(options.on_error)),
+      new CpuQueue(std::move(core)),
       [cleanup = &cleanup_](Queue* q) { cleanup->Post([q] { delete q; }); });
 }
 

@@ -23,10 +23,6 @@ void CpuEventPoint::Complete() {
   for (auto& fn : ready) fn();
 }
 
-void CpuEventPoint::BlockUntilComplete() {
-  absl::MutexLock lock(&mu_, absl::Condition(&complete_));
-}
-
 void CpuEventPoint::OnComplete(absl::AnyInvocable<void()> done) {
   {
     absl::MutexLock lock(&mu_);

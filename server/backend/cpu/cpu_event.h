@@ -19,11 +19,11 @@ namespace gpustream::backend {
 class CpuEventPoint {
  public:
   bool IsComplete();
-  // Called by the recording queue's worker.
+  // Called by the recording queue when it reaches (or drops) the record.
   void Complete();
-  // Blocks a queue worker until the point has completed.
-  void BlockUntilComplete();
-  // `done` runs at once, on this thread, if complete; else on the worker.
+  // `done` runs at once, on this thread, if complete; else on the thread
+  // that completes the point. It must be quick (queues parked on the point
+  // only become runnable).
   void OnComplete(absl::AnyInvocable<void()> done);
   // The completion time; valid once complete.
   absl::Time completed_at();

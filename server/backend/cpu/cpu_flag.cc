@@ -10,7 +10,7 @@ uint64_t CpuFlag::Load() {
 
 void CpuFlag::Store(uint64_t value) {
   {
-    absl::MutexLock lock(&mu_);  // Wakes workers whose condition now holds.
+    absl::MutexLock lock(&mu_);
     value_ = value;
   }
   waiters_.Notify(value);
@@ -22,19 +22,6 @@ Flag::WaitId CpuFlag::AsyncWait(uint64_t value, WaitCondition condition,
                       std::move(done));
 }
 
-void CpuFlag::Release(const absl::Status& reason) {
-  {
-    absl::MutexLock lock(&mu_);
-    released_ = true;
-  }
-  waiters_.Release(reason);
-}
-
-void CpuFlag::BlockUntil(uint64_t value, WaitCondition condition) {
-  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return released_ || Satisfies(value_, value, condition);
-  };
-  absl::MutexLock lock(&mu_, absl::Condition(&ready));
-}
+void CpuFlag::Release(const absl::Status& reason) { waiters_.Release(reason); }
 
 }  // namespace gpustream::backend

@@ -20,14 +20,13 @@ class CpuFlag : public Flag {
   void CancelWait(WaitId id) override { waiters_.Cancel(id); }
   void Release(const absl::Status& reason) override;
 
-  // Blocks the calling queue worker until the condition holds or the flag is
-  // released.
-  void BlockUntil(uint64_t value, WaitCondition condition);
+  // Whether Release() was called: queue waits pass from then on.
+  bool released() { return waiters_.released(); }
 
  private:
-  absl::Mutex mu_;  // Guards the value for the workers blocked on it.
+  absl::Mutex mu_;
   uint64_t value_ ABSL_GUARDED_BY(mu_) = 0;
-  bool released_ ABSL_GUARDED_BY(mu_) = false;
+  // Host waits and the queues parked on the flag (CpuQueueCore), alike.
   FlagWaiters waiters_;
 };
 

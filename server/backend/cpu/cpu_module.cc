@@ -52,7 +52,8 @@ GsArg ToGsArg(KernelArg& arg) {
 }  // namespace
 
 absl::Status CpuKernel::Run(const LaunchConfig& config,
-                            std::vector<KernelArg>& args) const {
+                            std::vector<KernelArg>& args,
+                            const volatile int* stop_requested) const {
   GsArg gs_args[16];
   std::vector<GsArg> many;
   GsArg* arg_ptr = gs_args;
@@ -69,6 +70,7 @@ absl::Status CpuKernel::Run(const LaunchConfig& config,
       static_cast<uint32_t>(args.size()),
       error,
       sizeof(error),
+      stop_requested,
   };
   if (fn_(&launch) != 0) {
     error[sizeof(error) - 1] = '\0';
@@ -84,10 +86,14 @@ absl::StatusOr<std::unique_ptr<CpuModule>> CpuModule::Create(
     return absl::InvalidArgumentError(
         absl::StrCat(origin, ": module entry point returned null"));
   }
-  if (def->abi_version != GS_CPU_MODULE_ABI_VERSION) {
+  // ABI 2 only appended GsLaunch::stop_requested, which ABI 1 kernels never
+  // read: they run unchanged (and cannot be stopped early).
+  if (def->abi_version < GS_CPU_MODULE_MIN_ABI_VERSION ||
+      def->abi_version > GS_CPU_MODULE_ABI_VERSION) {
     return absl::InvalidArgumentError(
         absl::StrCat(origin, ": module ABI version ", def->abi_version,
-                     ", this daemon supports ", GS_CPU_MODULE_ABI_VERSION));
+                     ", this daemon supports ", GS_CPU_MODULE_MIN_ABI_VERSION,
+                     " to ", GS_CPU_MODULE_ABI_VERSION));
   }
   if (def->name == nullptr || def->name[0] == '\0') {
     return absl::InvalidArgumentError(

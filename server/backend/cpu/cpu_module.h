@@ -27,9 +27,11 @@ class CpuKernel : public Kernel {
   const KernelSignature& signature() const override { return signature_; }
 
   // Runs the whole grid on the calling thread. `args` match the signature.
-  // INTERNAL ("kernel fault") with the kernel's message if it fails.
-  absl::Status Run(const LaunchConfig& config,
-                   std::vector<KernelArg>& args) const;
+  // The kernel polls `stop_requested` (GsLaunch::stop_requested; modules of
+  // ABI 1 never look at it). INTERNAL ("kernel fault") with the kernel's
+  // message if it fails.
+  absl::Status Run(const LaunchConfig& config, std::vector<KernelArg>& args,
+                   const volatile int* stop_requested) const;
 
  private:
   KernelSignature signature_;

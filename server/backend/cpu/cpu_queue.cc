@@ -1,18 +1,20 @@
-// CPU queue: a deque of operations drained in order by one worker thread.
+// CPU queues: ops run in order on the execution pool; waits park the queue.
 #include "server/backend/cpu/cpu_queue.h"
 
+#include <chrono>
 #include <cstring>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "server/backend/cpu/cpu_buffer.h"
-#include "server/backend/cpu/cpu_event.h"
-#include "server/backend/cpu/cpu_flag.h"
-#include "server/backend/cpu/cpu_module.h"
 
 namespace gpustream::backend {
 namespace {
+
+// The most time one turn on an execution thread runs further ops after
+// its first (see RunNext).
+constexpr std::chrono::microseconds kTurnSlice(20);
 
 // Objects handed to a CPU queue come from the CPU device (the session layer
 // only pairs objects of one device), so the downcasts below are exact.
@@ -22,91 +24,402 @@ std::byte* Data(const std::shared_ptr<Buffer>& buffer, uint64_t offset) {
 
 }  // namespace
 
-CpuQueue::CpuQueue(absl::AnyInvocable<void(const absl::Status&)> on_error)
-    : state_(std::make_unique<State>()) {
-  state_->on_error = std::move(on_error);
-  worker_ = std::thread(&CpuQueue::Work, state_.get());
+// --- The core ---------------------------------------------------------------
+
+CpuQueueCore::CpuQueueCore(CpuScheduler* scheduler,
+                           util::SerialExecutor* cleanup, QueueOptions options)
+    : scheduler_(scheduler),
+      cleanup_(cleanup),
+      account_(options.account != nullptr
+                   ? std::move(options.account)
+                   : std::make_shared<WorkAccount>("(queue)")),
+      entry_(scheduler->Add(account_, options.session_key, options.priority)),
+      on_error_(std::move(options.on_error)) {}
+
+// No lock: nobody else can reach a core being destroyed. It is idle unless
+// the device shuts down with work left behind a wait.
+CpuQueueCore::~CpuQueueCore() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  std::deque<CpuOp> left = std::move(ops_);
+  if (parked_) {
+    if (park_wait_id_ != 0) parked_op_.flag->CancelWait(park_wait_id_);
+    left.push_front(std::move(parked_op_));
+  }
+  const absl::Status gone =
+      absl::UnavailableError("CPU queue destroyed with work pending");
+  DropOps(left, gone);
+  for (IdleWaiter& w : idle_waiters_) w.done(error_.ok() ? gone : error_);
+  scheduler_->Remove(entry_);
 }
 
-CpuQueue::~CpuQueue() {
+void CpuQueueCore::Count(uint64_t ops, uint64_t staged, bool completed) {
+  if (ops == 0) return;
+  ChargeInflight(-static_cast<int64_t>(ops));
+  if (staged != 0) {
+    account_->staged_bytes.fetch_sub(static_cast<int64_t>(staged),
+                                     std::memory_order_relaxed);
+  }
+  if (completed) {
+    account_->commands_completed.fetch_add(ops, std::memory_order_relaxed);
+  }
+}
+
+void CpuQueueCore::Enqueue(CpuOp op) {
+  ChargeInflight(1);
+  if (op.staged_bytes != 0) {
+    account_->staged_bytes.fetch_add(static_cast<int64_t>(op.staged_bytes),
+                                     std::memory_order_relaxed);
+  }
+  bool wake = false;
   {
-    absl::MutexLock lock(&state_->mu);
-    state_->stopping = true;
+    absl::MutexLock lock(&mu_);
+    op.seq = ++next_seq_;
+    ops_.push_back(std::move(op));
+    // A parked queue is woken by its wait; a scheduled one runs on.
+    if (!scheduled_ && !parked_) scheduled_ = wake = true;
   }
-  worker_.join();
+  if (wake) scheduler_->Wake(entry_, shared_from_this());
 }
 
-void CpuQueue::Work(State* state) {
-  std::deque<Op> batch;
+void CpuQueueCore::SettleLocked(Deferred* out) {
+  const uint64_t first_unfinished = running_        ? running_seq_
+                                    : parked_       ? parked_op_.seq
+                                    : !ops_.empty() ? ops_.front().seq
+                                                    : next_seq_ + 1;
+  if (delivering_ == 0) {
+    while (!idle_waiters_.empty() &&
+           idle_waiters_.front().after < first_unfinished) {
+      out->idle.emplace_back(std::move(idle_waiters_.front().done), error_);
+      idle_waiters_.pop_front();
+    }
+  }
+  if (retired_ && IdleLocked()) out->release = std::move(self_);
+}
+
+void CpuQueueCore::RunDeferred(Deferred& d) {
+  for (auto& [done, status] : d.idle) done(status);
+  d.idle.clear();
+  // d.release goes with d, after everything else the caller did.
+}
+
+void CpuQueueCore::DropOps(std::deque<CpuOp>& ops, const absl::Status& reason) {
+  uint64_t count = 0, staged = 0;
+  while (!ops.empty()) {
+    CpuOp& op = ops.front();
+    // Records still complete, so no other queue waits on them forever.
+    if (op.fn) (void)op.fn({reason, /*dropped=*/true, this, nullptr});
+    ++count;
+    staged += op.staged_bytes;
+    ops.pop_front();
+  }
+  Count(count, staged, /*completed=*/false);
+}
+
+void CpuQueueCore::AddBusy(std::chrono::steady_clock::time_point start) {
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
+  if (ns > 0) {
+    account_->busy_ns.fetch_add(static_cast<uint64_t>(ns),
+                                std::memory_order_relaxed);
+  }
+}
+
+bool CpuQueueCore::RunNext(LaunchSlot& slot) {
+  // Quick ops run on in one turn, up to a short slice: a storm of small
+  // launches costs one pick per slice, not per op. Longer ops still end
+  // their turn, so others wait at most one op plus the slice.
+  const auto start = std::chrono::steady_clock::now();
+  while (RunOne(slot)) {
+    if (std::chrono::steady_clock::now() - start >= kTurnSlice) return true;
+  }
+  return false;
+}
+
+bool CpuQueueCore::RunOne(LaunchSlot& slot) {
+  Deferred deferred;  // Declared first: a self-reference it takes goes last.
+  const auto start = std::chrono::steady_clock::now();
+  std::deque<CpuOp> skipped;
   absl::Status sticky;
-  while (true) {
-    {
-      absl::MutexLock lock(&state->mu);
-      state->mu.Await(absl::Condition(
-          +[](State* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) {
-            return !s->ops.empty() || s->stopping;
-          },
-          state));
-      if (state->ops.empty()) return;  // Stopping, and all work is done.
-      batch.swap(state->ops);
-      sticky = state->error;
+  CpuOp op;
+  {
+    absl::MutexLock lock(&mu_);
+    if (ops_.empty() || parked_) {  // Cancel took the work meanwhile.
+      scheduled_ = false;
+      return false;
     }
-    for (Op& op : batch) {
-      if (sticky.ok() && state->cancelled.load(std::memory_order_acquire)) {
-        absl::MutexLock lock(&state->mu);
-        sticky = state->error;
-      }
-      absl::Status status = op(sticky);
-      // Destroy the op before counting it done: it may hold the last
-      // reference to objects whose release a waiter expects.
-      op = nullptr;
-      if (!status.ok() && sticky.ok()) {
-        sticky = status;
-        {
-          absl::MutexLock lock(&state->mu);
-          state->error = status;
-        }
-        if (state->on_error) state->on_error(status);
-      }
-      state->pending.fetch_sub(1, std::memory_order_acq_rel);
+    running_ = true;
+    running_seq_ = ops_.front().seq;
+    if (!error_.ok()) {
+      // After a failure everything enqueued is skipped: all of it at once.
+      sticky = error_;
+      skipped.swap(ops_);
+    } else {
+      op = std::move(ops_.front());
+      ops_.pop_front();
     }
-    batch.clear();
   }
+
+  absl::Status status;
+  if (!skipped.empty()) {
+    DropOps(skipped, sticky);
+  } else if (op.kind == CpuOp::Kind::kWork) {
+    const absl::Status ok;
+    status = op.fn({ok, /*dropped=*/false, this, &slot});
+    const uint64_t staged = op.staged_bytes;
+    // Destroyed before it counts as done: it may hold the last reference
+    // to objects whose release a waiter expects.
+    op = CpuOp();
+    Count(1, staged, /*completed=*/true);
+  } else {
+    const bool ready =
+        op.kind == CpuOp::Kind::kWaitEvent
+            ? op.point->IsComplete()
+            : op.flag->released() ||
+                  Satisfies(op.flag->Load(), op.value, op.condition);
+    if (!ready) {
+      std::shared_ptr<CpuEventPoint> point = op.point;
+      std::shared_ptr<CpuFlag> flag = op.flag;
+      const uint64_t value = op.value;
+      const WaitCondition condition = op.condition;
+      uint64_t gen = 0;
+      {
+        absl::MutexLock lock(&mu_);
+        // Unless Cancel came meanwhile (then the wait is simply over).
+        if (error_.ok()) {
+          running_ = false;
+          scheduled_ = false;
+          parked_ = true;
+          parked_op_ = std::move(op);
+          gen = ++park_gen_;
+        }
+      }
+      if (gen != 0) {
+        Arm(gen, std::move(point), std::move(flag), value, condition);
+        AddBusy(start);
+        return false;
+      }
+    }
+    op = CpuOp();
+    Count(1, 0, /*completed=*/true);
+  }
+  // Before the work shows as done: a Sync then sees its time.
+  AddBusy(start);
+
+  bool first_failure = false;
+  bool more;
+  {
+    absl::MutexLock lock(&mu_);
+    running_ = false;
+    if (!status.ok() && error_.ok()) {
+      error_ = status;
+      first_failure = true;
+    }
+    more = !ops_.empty();
+    if (!more) scheduled_ = false;
+    SettleLocked(&deferred);
+  }
+  if (first_failure && on_error_) on_error_(status);
+  RunDeferred(deferred);
+  return more;
 }
 
-absl::Status CpuQueue::Enqueue(Op op) {
-  state_->pending.fetch_add(1, std::memory_order_acq_rel);
-  absl::MutexLock lock(&state_->mu);
-  state_->ops.push_back(std::move(op));
+void CpuQueueCore::Arm(uint64_t gen, std::shared_ptr<CpuEventPoint> point,
+                       std::shared_ptr<CpuFlag> flag, uint64_t value,
+                       WaitCondition condition) {
+  // Weak: a wait never keeps a queue alive (nor, through the queue's ops,
+  // the flag or event it waits on).
+  std::weak_ptr<CpuQueueCore> weak = weak_from_this();
+  if (point != nullptr) {
+    // Runs at once if the point completed since it was checked.
+    point->OnComplete([weak, gen] {
+      if (auto self = weak.lock()) self->Resume(gen);
+    });
+    return;
+  }
+  const Flag::WaitId id =
+      flag->AsyncWait(value, condition, [weak, gen](absl::StatusOr<uint64_t>) {
+        // Satisfied or released: either way the queue goes on.
+        if (auto self = weak.lock()) self->Resume(gen);
+      });
+  if (id == 0) return;  // Already done.
+  bool stale;
+  {
+    absl::MutexLock lock(&mu_);
+    stale = !parked_ || park_gen_ != gen;
+    if (!stale) park_wait_id_ = id;
+  }
+  if (stale) flag->CancelWait(id);  // Cancelled meanwhile.
+}
+
+void CpuQueueCore::Resume(uint64_t gen) {
+  Deferred deferred;
+  CpuOp finished;
+  bool wake = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!parked_ || park_gen_ != gen) return;  // Cancelled, or stale.
+    parked_ = false;
+    park_wait_id_ = 0;
+    finished = std::move(parked_op_);
+    parked_op_ = CpuOp();
+    Count(1, 0, /*completed=*/true);
+    if (!ops_.empty()) scheduled_ = wake = true;
+    SettleLocked(&deferred);
+  }
+  finished = CpuOp();  // Off the lock: it may hold a flag's last reference.
+  if (wake) scheduler_->Wake(entry_, shared_from_this());
+  RunDeferred(deferred);
+}
+
+absl::Status CpuQueueCore::RunLaunch(LaunchSlot& slot, const CpuKernel& kernel,
+                                     const LaunchConfig& config,
+                                     std::vector<KernelArg>& args) {
+  const uint64_t id = slot.Begin();
+  {
+    absl::MutexLock lock(&mu_);
+    if (cancelled_) {
+      slot.End();
+      return error_;
+    }
+    launch_slot_ = &slot;
+    launch_id_ = id;
+  }
+  absl::Status status = kernel.Run(config, args, slot.stop_word());
+  {
+    absl::MutexLock lock(&mu_);
+    launch_slot_ = nullptr;
+    launch_id_ = 0;
+  }
+  switch (slot.End()) {
+    case LaunchStop::kTimeLimit:
+      return absl::DeadlineExceededError(absl::StrCat(
+          "kernel ", kernel.signature().name,
+          " ran past the CPU device's time limit per launch (",
+          absl::FormatDuration(slot.limit()), ") and was stopped"));
+    case LaunchStop::kCancelled:
+      return error();  // The reason Cancel gave.
+    case LaunchStop::kNone:
+      break;
+  }
+  return status;
+}
+
+void CpuQueueCore::OnIdle(Queue::Done done) {
+  absl::Status status;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!IdleLocked()) {
+      idle_waiters_.push_back({next_seq_, std::move(done)});
+      return;
+    }
+    status = error_;
+  }
+  done(status);
+}
+
+void CpuQueueCore::Cancel(const absl::Status& reason_in) {
+  const absl::Status reason =
+      reason_in.ok() ? absl::CancelledError("CPU queue cancelled") : reason_in;
+  std::deque<CpuOp> dropped;
+  std::shared_ptr<CpuFlag> wait_flag;
+  Flag::WaitId wait_id = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (error_.ok()) error_ = reason;
+    cancelled_ = true;
+    dropped.swap(ops_);
+    if (parked_) {
+      parked_ = false;
+      ++park_gen_;  // Its wake-up, should it come, is stale.
+      if (park_wait_id_ != 0) {
+        wait_flag = parked_op_.flag;
+        wait_id = park_wait_id_;
+        park_wait_id_ = 0;
+      }
+      dropped.push_front(std::move(parked_op_));
+      parked_op_ = CpuOp();
+    }
+    // A kernel running now is asked to return; the queue does not wait.
+    if (launch_slot_ != nullptr) {
+      launch_slot_->RequestStop(launch_id_, LaunchStop::kCancelled);
+    }
+    if (!dropped.empty()) ++delivering_;
+  }
+  if (wait_flag != nullptr) wait_flag->CancelWait(wait_id);
+  if (dropped.empty()) return;
+  // Callbacks (a Read's done) run on a backend thread, never the caller's
+  // (it may hold locks they take); the cleanup thread never runs kernels,
+  // so they are delivered at once even when every execution thread is busy.
+  cleanup_->Post([self = shared_from_this(), dropped = std::move(dropped),
+                  reason]() mutable {
+    self->DropOps(dropped, reason);
+    Deferred deferred;
+    {
+      absl::MutexLock lock(&self->mu_);
+      --self->delivering_;
+      self->SettleLocked(&deferred);
+    }
+    RunDeferred(deferred);
+  });
+}
+
+bool CpuQueueCore::IsIdle() {
+  absl::MutexLock lock(&mu_);
+  return IdleLocked();
+}
+
+absl::Status CpuQueueCore::error() {
+  absl::MutexLock lock(&mu_);
+  return error_;
+}
+
+void CpuQueueCore::Retire() {
+  absl::MutexLock lock(&mu_);
+  retired_ = true;
+  if (!IdleLocked()) self_ = shared_from_this();
+}
+
+// --- The operations ---------------------------------------------------------
+
+absl::Status CpuQueue::Work(
+    absl::AnyInvocable<absl::Status(const CpuOp::Context&)> fn,
+    uint64_t staged_bytes) {
+  CpuOp op;
+  op.fn = std::move(fn);
+  op.staged_bytes = staged_bytes;
+  core_->Enqueue(std::move(op));
   return absl::OkStatus();
 }
 
 absl::Status CpuQueue::Launch(const Kernel& kernel, const LaunchConfig& config,
                               std::vector<KernelArg> args) {
   const auto& cpu_kernel = static_cast<const CpuKernel&>(kernel);
-  return Enqueue([&cpu_kernel, config, args = std::move(args)](
-                     const absl::Status& sticky) mutable -> absl::Status {
-    if (!sticky.ok()) return sticky;
-    return cpu_kernel.Run(config, args);
+  return Work([&cpu_kernel, config, args = std::move(args)](
+                  const CpuOp::Context& c) mutable -> absl::Status {
+    if (c.dropped) return absl::OkStatus();
+    return c.core->RunLaunch(*c.slot, cpu_kernel, config, args);
   });
 }
 
 absl::Status CpuQueue::Write(std::shared_ptr<Buffer> dst, uint64_t offset,
                              std::string data) {
-  return Enqueue([dst = std::move(dst), offset,
-                  data = std::move(data)](const absl::Status& sticky) {
-    if (!sticky.ok()) return sticky;
-    std::memcpy(Data(dst, offset), data.data(), data.size());
-    return absl::OkStatus();
-  });
+  const uint64_t staged = data.size();
+  return Work(
+      [dst = std::move(dst), offset,
+       data = std::move(data)](const CpuOp::Context& c) {
+        if (!c.dropped)
+          std::memcpy(Data(dst, offset), data.data(), data.size());
+        return absl::OkStatus();
+      },
+      staged);
 }
 
 absl::Status CpuQueue::Read(std::shared_ptr<Buffer> src, uint64_t offset,
                             uint64_t size, ReadDone done) {
-  return Enqueue([src = std::move(src), offset, size,
-                  done = std::move(done)](const absl::Status& sticky) mutable {
-    if (!sticky.ok()) {
-      done(sticky);
+  return Work([src = std::move(src), offset, size,
+               done = std::move(done)](const CpuOp::Context& c) mutable {
+    if (c.dropped) {
+      done(c.status);
     } else {
       done(std::string(reinterpret_cast<const char*>(Data(src, offset)), size));
     }
@@ -117,20 +430,21 @@ absl::Status CpuQueue::Read(std::shared_ptr<Buffer> src, uint64_t offset,
 absl::Status CpuQueue::Copy(std::shared_ptr<Buffer> src, uint64_t src_offset,
                             std::shared_ptr<Buffer> dst, uint64_t dst_offset,
                             uint64_t size) {
-  return Enqueue([src = std::move(src), src_offset, dst = std::move(dst),
-                  dst_offset, size](const absl::Status& sticky) {
-    if (!sticky.ok()) return sticky;
-    // memmove: source and destination may be overlapping ranges of one buffer.
-    std::memmove(Data(dst, dst_offset), Data(src, src_offset), size);
+  return Work([src = std::move(src), src_offset, dst = std::move(dst),
+               dst_offset, size](const CpuOp::Context& c) {
+    // memmove: source and destination may overlap in one buffer.
+    if (!c.dropped) {
+      std::memmove(Data(dst, dst_offset), Data(src, src_offset), size);
+    }
     return absl::OkStatus();
   });
 }
 
 absl::Status CpuQueue::Fill(std::shared_ptr<Buffer> dst, uint64_t offset,
                             uint64_t size, uint32_t value) {
-  return Enqueue(
-      [dst = std::move(dst), offset, size, value](const absl::Status& sticky) {
-        if (!sticky.ok()) return sticky;
+  return Work(
+      [dst = std::move(dst), offset, size, value](const CpuOp::Context& c) {
+        if (c.dropped) return absl::OkStatus();
         std::byte* p = Data(dst, offset);
         for (uint64_t i = 0; i < size; i += 4) std::memcpy(p + i, &value, 4);
         return absl::OkStatus();
@@ -140,8 +454,9 @@ absl::Status CpuQueue::Fill(std::shared_ptr<Buffer> dst, uint64_t offset,
 absl::Status CpuQueue::RecordEvent(std::shared_ptr<Event> event) {
   std::shared_ptr<CpuEventPoint> point =
       static_cast<CpuEvent&>(*event).NewRecord();
-  // Completes even after a failure, so no other queue stays blocked on it.
-  return Enqueue([point = std::move(point)](const absl::Status&) {
+  // Completes even when dropped or skipped, so no other queue stays parked
+  // on it.
+  return Work([point = std::move(point)](const CpuOp::Context&) {
     point->Complete();
     return absl::OkStatus();
   });
@@ -151,10 +466,11 @@ absl::Status CpuQueue::WaitEvent(std::shared_ptr<Event> event) {
   std::shared_ptr<CpuEventPoint> point =
       static_cast<CpuEvent&>(*event).Latest();
   if (point == nullptr) return absl::OkStatus();  // Never recorded.
-  return Enqueue([point = std::move(point)](const absl::Status& sticky) {
-    if (sticky.ok()) point->BlockUntilComplete();
-    return absl::OkStatus();
-  });
+  CpuOp op;
+  op.kind = CpuOp::Kind::kWaitEvent;
+  op.point = std::move(point);
+  core_->Enqueue(std::move(op));
+  return absl::OkStatus();
 }
 
 absl::Status CpuQueue::WaitQueue(Queue& other) {
@@ -165,56 +481,27 @@ absl::Status CpuQueue::WaitQueue(Queue& other) {
 
 absl::Status CpuQueue::WaitFlag(std::shared_ptr<Flag> flag, uint64_t value,
                                 WaitCondition condition) {
-  return Enqueue([flag = std::static_pointer_cast<CpuFlag>(std::move(flag)),
-                  value, condition](const absl::Status& sticky) {
-    if (sticky.ok()) flag->BlockUntil(value, condition);
-    return absl::OkStatus();
-  });
+  CpuOp op;
+  op.kind = CpuOp::Kind::kWaitFlag;
+  op.flag = std::static_pointer_cast<CpuFlag>(std::move(flag));
+  op.value = value;
+  op.condition = condition;
+  core_->Enqueue(std::move(op));
+  return absl::OkStatus();
 }
 
 absl::Status CpuQueue::WriteFlag(std::shared_ptr<Flag> flag, uint64_t value) {
-  return Enqueue([flag = std::move(flag), value](const absl::Status& sticky) {
-    if (!sticky.ok()) return sticky;
-    flag->Store(value);
+  return Work([flag = std::move(flag), value](const CpuOp::Context& c) {
+    if (!c.dropped) flag->Store(value);
     return absl::OkStatus();
   });
 }
 
 absl::Status CpuQueue::HostFunc(absl::AnyInvocable<void()> fn) {
-  return Enqueue([fn = std::move(fn)](const absl::Status& sticky) mutable {
-    if (!sticky.ok()) return sticky;
-    fn();
+  return Work([fn = std::move(fn)](const CpuOp::Context& c) mutable {
+    if (!c.dropped) fn();
     return absl::OkStatus();
   });
-}
-
-void CpuQueue::OnIdle(Done done) {
-  if (IsIdle()) {
-    done(error());
-    return;
-  }
-  // A CPU enqueue cannot fail.
-  Enqueue([done = std::move(done)](const absl::Status& sticky) mutable {
-    done(sticky);
-    return absl::OkStatus();
-  }).IgnoreError();
-}
-
-void CpuQueue::Cancel(const absl::Status& reason) {
-  {
-    absl::MutexLock lock(&state_->mu);
-    if (state_->error.ok()) state_->error = reason;
-  }
-  state_->cancelled.store(true, std::memory_order_release);
-}
-
-bool CpuQueue::IsIdle() {
-  return state_->pending.load(std::memory_order_acquire) == 0;
-}
-
-absl::Status CpuQueue::error() {
-  absl::MutexLock lock(&state_->mu);
-  return state_->error;
 }
 
 }  // namespace gpustream::backend

@@ -1,26 +1,190 @@
-// A CPU queue: one worker thread runs the queue's work in order.
+// A CPU queue: its operations run in order on the device's execution pool
+// (CpuScheduler), one at a time; waits park the queue, not a thread.
 #ifndef GPUSTREAM_SERVER_BACKEND_CPU_CPU_QUEUE_H_
 #define GPUSTREAM_SERVER_BACKEND_CPU_CPU_QUEUE_H_
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <deque>
 #include <memory>
-#include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
+#include "server/backend/cpu/cpu_event.h"
+#include "server/backend/cpu/cpu_flag.h"
+#include "server/backend/cpu/cpu_module.h"
+#include "server/backend/cpu/cpu_scheduler.h"
+#include "server/backend/device.h"
 #include "server/backend/queue.h"
+#include "server/util/serial_executor.h"
 
 namespace gpustream::backend {
 
-// Enqueueing appends to a deque and never blocks; the worker drains it.
-// The CpuDevice destroys queues on its cleanup thread (never the worker).
+class CpuQueueCore;
+
+// One enqueued operation.
+struct CpuOp {
+  enum class Kind : uint8_t { kWork, kWaitEvent, kWaitFlag };
+
+  // How `fn` is called: to run the op (`dropped` false, `status` OK, on an
+  // execution thread) or to drop it unrun (`dropped` true, `status` the
+  // reason, which callbacks such as a Read's get: Cancel, or the queue's
+  // sticky error for work enqueued after it). A non-OK return from a run
+  // fails the queue (the first one becomes the sticky error).
+  struct Context {
+    const absl::Status& status;
+    bool dropped;
+    CpuQueueCore* core;
+    LaunchSlot* slot;  // The execution thread's; null when dropped.
+  };
+
+  Kind kind = Kind::kWork;
+  absl::AnyInvocable<absl::Status(const Context&)> fn;  // kWork
+  std::shared_ptr<CpuEventPoint> point;                 // kWaitEvent
+  std::shared_ptr<CpuFlag> flag;                        // kWaitFlag
+  uint64_t value = 0;
+  WaitCondition condition = WaitCondition::kEqual;
+  // A Write's data, counted in the account's staged_bytes until the op
+  // has run or been dropped.
+  uint64_t staged_bytes = 0;
+  uint64_t seq = 0;  // Enqueue order, from 1.
+};
+
+// The state of one queue, shared by its CpuQueue, the scheduler (while it
+// has work ready or running), the cleanup thread (while dropped work is
+// delivered) and, once the CpuQueue is gone, itself while work is left
+// (parked on a wait, say): a dropped queue still runs what it was given,
+// as a CUDA stream does. Waits hold it weakly. Thread-safe.
+//
+// WorkAccount (work_account.h): every op counts in inflight_commands (and
+// a Write in staged_bytes) from enqueue until it has run or been dropped;
+// commands_completed counts the ops that ran with no sticky error before
+// them; busy_ns adds the wall time each op occupied an execution thread,
+// before the op shows as done.
+//
+// Turns: the scheduler runs a core on one execution thread at a time; a
+// turn runs the next op, then further ops while they are ready and the
+// turn is under kTurnSlice (20 us): a storm of tiny ops costs one pick per
+// slice. A wait not yet satisfied parks the core (no thread is held) until
+// its flag or event point calls Resume.
+class CpuQueueCore final : public CpuScheduler::Task,
+                           public std::enable_shared_from_this<CpuQueueCore> {
+ public:
+  // `scheduler` and `cleanup` outlive the core.
+  CpuQueueCore(CpuScheduler* scheduler, util::SerialExecutor* cleanup,
+               QueueOptions options);
+  // Drops what is left, if anything (device shutdown), and leaves the
+  // scheduler. Takes no lock: nothing else refers to it any more.
+  ~CpuQueueCore() override;
+
+  // Appends `op`, waking the queue if it was not scheduled. Never blocks.
+  void Enqueue(CpuOp op);
+  // Queue::OnIdle: `done` fires once every op enqueued so far has run or
+  // been dropped and dropped ops' callbacks have been delivered.
+  void OnIdle(Queue::Done done);
+  // Queue::Cancel. Never waits: the ops not yet run are taken off the
+  // queue and dropped on the cleanup thread (their callbacks get `reason`;
+  // records still complete), a parked wait is dropped with them, and a
+  // kernel running now is asked to stop (LaunchSlot::RequestStop).
+  void Cancel(const absl::Status& reason);
+  bool IsIdle();
+  // Enqueued commands not yet completed or dropped (this queue's share of
+  // its account's inflight_commands).
+  uint64_t inflight_commands() const { return inflight_.value(); }
+  absl::Status error();
+  // The CpuQueue is gone: the core keeps itself until its work is done.
+  void Retire();
+
+  // Runs a launch on `slot`, stoppable by the watchdog and Cancel. A launch
+  // the watchdog stopped fails with DEADLINE_EXCEEDED naming the kernel and
+  // the limit, whatever the kernel returned.
+  absl::Status RunLaunch(LaunchSlot& slot, const CpuKernel& kernel,
+                         const LaunchConfig& config,
+                         std::vector<KernelArg>& args);
+
+  // CpuScheduler::Task.
+  bool RunNext(LaunchSlot& slot) override;
+
+ private:
+  struct IdleWaiter {
+    uint64_t after;  // Fires once every op up to this seq is done.
+    Queue::Done done;
+  };
+  // What to do once the lock is released: callbacks, the self-reference
+  // to let go (declared first in callers' frames, so it goes last).
+  struct Deferred {
+    std::vector<std::pair<Queue::Done, absl::Status>> idle;
+    std::shared_ptr<CpuQueueCore> release;
+  };
+
+  bool IdleLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !running_ && !parked_ && ops_.empty() && delivering_ == 0;
+  }
+  // Collects idle waiters now due, and the self-reference of a retired
+  // queue that became idle.
+  void SettleLocked(Deferred* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void RunDeferred(Deferred& d);
+  // Arms the wait the queue parked on as generation `gen`.
+  void Arm(uint64_t gen, std::shared_ptr<CpuEventPoint> point,
+           std::shared_ptr<CpuFlag> flag, uint64_t value,
+           WaitCondition condition);
+  // The parked wait of generation `gen` is over.
+  void Resume(uint64_t gen);
+  // Runs the next op (or skips all of them after a failure); whether
+  // another is ready. False also when the queue parked on a wait.
+  bool RunOne(LaunchSlot& slot);
+  // Drops `ops` in order (off the lock) and counts them.
+  void DropOps(std::deque<CpuOp>& ops, const absl::Status& reason);
+  void Count(uint64_t ops, uint64_t staged, bool completed);
+  // Adds the time since `start` to the account's busy_ns.
+  void AddBusy(std::chrono::steady_clock::time_point start);
+
+  CpuScheduler* const scheduler_;
+  util::SerialExecutor* const cleanup_;
+  const std::shared_ptr<WorkAccount> account_;
+  InflightCount inflight_;
+  void ChargeInflight(int64_t n) { inflight_.Charge(*account_, n); }
+  CpuScheduler::Entry* const entry_;
+  absl::AnyInvocable<void(const absl::Status&)> on_error_;
+
+  absl::Mutex mu_;
+  std::deque<CpuOp> ops_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  // Handed to the scheduler: runnable or running, until a turn finds
+  // nothing more ready.
+  bool scheduled_ ABSL_GUARDED_BY(mu_) = false;
+  // A turn is running ops taken off ops_; the first one's seq.
+  bool running_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t running_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  // The launch running, for Cancel to stop.
+  LaunchSlot* launch_slot_ ABSL_GUARDED_BY(mu_) = nullptr;
+  uint64_t launch_id_ ABSL_GUARDED_BY(mu_) = 0;
+  // The wait the queue is parked on; generations tell a stale wake-up.
+  bool parked_ ABSL_GUARDED_BY(mu_) = false;
+  CpuOp parked_op_ ABSL_GUARDED_BY(mu_);
+  uint64_t park_gen_ ABSL_GUARDED_BY(mu_) = 0;
+  Flag::WaitId park_wait_id_ ABSL_GUARDED_BY(mu_) = 0;
+  // Batches of dropped ops whose callbacks are being delivered.
+  int delivering_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<IdleWaiter> idle_waiters_ ABSL_GUARDED_BY(mu_);
+  bool retired_ ABSL_GUARDED_BY(mu_) = false;
+  std::shared_ptr<CpuQueueCore> self_ ABSL_GUARDED_BY(mu_);
+};
+
+// The Queue the session layer holds; the device destroys it on its cleanup
+// thread, which retires the core.
 class CpuQueue : public Queue {
  public:
-  explicit CpuQueue(absl::AnyInvocable<void(const absl::Status&)> on_error);
-  // Waits for enqueued work to finish, then joins the worker.
-  ~CpuQueue() override;
+  explicit CpuQueue(std::shared_ptr<CpuQueueCore> core)
+      : core_(std::move(core)) {}
+  ~CpuQueue() override { core_->Retire(); }
   CpuQueue(const CpuQueue&) = delete;
   CpuQueue& operator=(const CpuQueue&) = delete;
 
@@ -42,34 +206,17 @@ class CpuQueue : public Queue {
                         WaitCondition condition) override;
   absl::Status WriteFlag(std::shared_ptr<Flag> flag, uint64_t value) override;
   absl::Status HostFunc(absl::AnyInvocable<void()> fn) override;
-  void OnIdle(Done done) override;
-  void Cancel(const absl::Status& reason) override;
-  bool IsIdle() override;
-  absl::Status error() override;
+  void OnIdle(Done done) override { core_->OnIdle(std::move(done)); }
+  void Cancel(const absl::Status& reason) override { core_->Cancel(reason); }
+  bool IsIdle() override { return core_->IsIdle(); }
+  uint64_t inflight_commands() override { return core_->inflight_commands(); }
+  absl::Status error() override { return core_->error(); }
 
  private:
-  // One unit of work. It receives the queue's sticky error (OK if none);
-  // device work and waits skip themselves when that is set. A non-OK return
-  // becomes the sticky error if there was none.
-  using Op = absl::AnyInvocable<absl::Status(const absl::Status& sticky)>;
+  absl::Status Work(absl::AnyInvocable<absl::Status(const CpuOp::Context&)> fn,
+                    uint64_t staged_bytes = 0);
 
-  struct State {
-    absl::Mutex mu;
-    std::deque<Op> ops ABSL_GUARDED_BY(mu);
-    bool stopping ABSL_GUARDED_BY(mu) = false;
-    absl::Status error ABSL_GUARDED_BY(mu);
-    // Set by Cancel, read by the worker between operations without the lock.
-    std::atomic<bool> cancelled{false};
-    // Enqueued and not yet finished; read without the lock by IsIdle.
-    std::atomic<uint64_t> pending{0};
-    absl::AnyInvocable<void(const absl::Status&)> on_error;
-  };
-
-  static void Work(State* state);
-  absl::Status Enqueue(Op op);
-
-  std::unique_ptr<State> state_;
-  std::thread worker_;
+  const std::shared_ptr<CpuQueueCore> core_;
 };
 
 }  // namespace gpustream::backend

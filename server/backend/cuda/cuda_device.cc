@@ -1,6 +1,7 @@
 // The CUDA device: context, properties, object factory, health.
 #include "server/backend/cuda/cuda_device.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -346,6 +347,9 @@ void CUDA_CB CudaDevice::OnMarker(void* marker) {
   // A driver thread, inside the stream: no CUDA calls here, only a post.
   auto* m = static_cast<Marker*>(marker);
   CudaDevice* device = m->device;
+  // The batch's completion time, stamped here where the stream reached it
+  // (the post may wait behind other work).
+  const int64_t end_ns = MonotonicNanos();
   std::weak_ptr<CudaQueueCore> core;
   uint64_t count;
   {
@@ -355,14 +359,16 @@ void CUDA_CB CudaDevice::OnMarker(void* marker) {
     count = m->count;
     delete m;
   }
-  device->dispatcher_->Post([core = std::move(core), count] {
-    if (auto q = core.lock()) q->Completed(count);
+  device->dispatcher_->Post([core = std::move(core), count, end_ns] {
+    if (auto q = core.lock()) q->Completed(count, end_ns);
   });
 }
 
 bool CudaDevice::Tick() {
   if (failed()) return false;
   if (!MakeCurrent().ok()) return false;
+  // Completions just run (posts come before the tick) made room.
+  admission_.Pump();
   std::vector<std::shared_ptr<CudaQueueCore>> queues;
   std::vector<std::shared_ptr<CudaFlag>> releasing;
   std::vector<EventWatch> watches;
@@ -404,7 +410,7 @@ bool CudaDevice::Tick() {
       for (auto& flag : still_releasing) releasing_.push_back(flag);
       for (auto& w : still_watching) event_watches_.push_back(std::move(w));
       return !tracked_.empty() || !releasing_.empty() ||
-             !event_watches_.empty();
+             !event_watches_.empty() || admission_.HasWaiting();
     }
   }
   // The device failed while these were out of the lists Fail() empties.
@@ -418,16 +424,25 @@ absl::StatusOr<std::shared_ptr<Queue>> CudaDevice::CreateQueue(
     QueueOptions options) {
   if (failed()) return failure();
   if (absl::Status s = MakeCurrent(); !s.ok()) return s;
+  // Numerically lower is greater: the range is [greatest, least]. The
+  // session layer has clamped the request to the tenant's quota already;
+  // this keeps the stream within what the device offers.
+  const int32_t priority = std::clamp(
+      options.priority, std::min(info_.priority_greatest, info_.priority_least),
+      std::max(info_.priority_greatest, info_.priority_least));
   CUstream stream = nullptr;
-  if (absl::Status s =
-          Check(driver_->cuStreamCreateWithPriority(
-                    &stream, CU_STREAM_NON_BLOCKING, options.priority),
-                "cuStreamCreateWithPriority");
+  if (absl::Status s = Check(driver_->cuStreamCreateWithPriority(
+                                 &stream, CU_STREAM_NON_BLOCKING, priority),
+                             "cuStreamCreateWithPriority");
       !s.ok()) {
     return s;
   }
-  auto core = std::make_shared<CudaQueueCore>(this, stream, epoch(),
-                                              std::move(options.on_error));
+  std::shared_ptr<WorkAccount> account =
+      options.account != nullptr ? std::move(options.account)
+                                 : std::make_shared<WorkAccount>("");
+  auto core = std::make_shared<CudaQueueCore>(
+      this, stream, epoch(), std::move(account), std::move(options.on_error));
+  core->JoinAdmission(options.session_key);
   return std::shared_ptr<Queue>(
       new CudaQueue(std::move(core)),
       [this](Queue* q) { cleanup_->Post([q] { delete q; }); });

@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
+#include "server/backend/cuda/cuda_admission.h"
 #include "server/backend/cuda/cuda_dispatcher.h"
 #include "server/backend/cuda/cuda_driver.h"
 #include "server/backend/cuda/cuda_objects.h"
@@ -27,11 +28,13 @@ class CudaQueueCore;
 class CudaModule;
 
 // Threads: callers (gRPC threads) enqueue straight into native streams
-// while a queue is within its budget; the dispatcher thread completes work
-// (host callbacks post to it), hands held work to streams, polls events and
-// stream errors, and releases device-side waits at teardown; the cleanup
-// thread destroys native objects. Every thread makes the primary context
-// current before its first driver call (MakeCurrent).
+// while a queue is within its budget and its tenant within its admitted
+// share (CudaAdmission); the dispatcher thread completes work (host
+// callbacks post to it), hands held work to streams (giving waiting queues
+// their admission turns), polls events and stream errors, and releases
+// device-side waits at teardown; the cleanup thread destroys native
+// objects. Every thread makes the primary context current before its first
+// driver call (MakeCurrent).
 //
 // Failure: a fatal driver error (a kernel fault poisons the context) marks
 // the device failed: every queue fails with ABORTED, held and pending work
@@ -82,6 +85,9 @@ class CudaDevice : public Device {
   CudaEventPool& events() { return events_; }
   CudaStagingPool& staging() { return staging_; }
   CudaSlotAllocator& slots() { return slots_; }
+  // Fair shares of the device's operations in flight; the dispatcher's
+  // tick pumps it.
+  CudaAdmission& admission() { return admission_; }
   // A module stops being reloaded by Recover (it is being destroyed).
   void ForgetModule(CudaModule* module);
   // Keeps a retired queue's state until its stream is idle.
@@ -115,6 +121,12 @@ class CudaDevice : public Device {
       : driver_(std::move(driver)),
         ordinal_(ordinal),
         device_(device),
+        admission_(CudaAdmission::kDefaultBudget,
+                   [this] {
+                     // Null only before Create finishes, when no queue
+                     // exists yet.
+                     if (dispatcher_ != nullptr) dispatcher_->Wake();
+                   }),
         events_(this),
         staging_(this),
         slots_(this) {}
@@ -157,6 +169,9 @@ class CudaDevice : public Device {
   struct Marker;
   absl::flat_hash_set<Marker*> markers_ ABSL_GUARDED_BY(mu_);
 
+  // Before the queues' state goes (their members leave it) and after the
+  // dispatcher, which pumps it.
+  CudaAdmission admission_;
   CudaEventPool events_;
   CudaStagingPool staging_;
   CudaSlotAllocator slots_;

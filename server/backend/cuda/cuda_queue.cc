@@ -19,6 +19,45 @@ CUdeviceptr Ptr(const std::shared_ptr<Buffer>& buffer, uint64_t offset) {
   return static_cast<CudaBuffer&>(*buffer).ptr() + offset;
 }
 
+// A pinned staging block held by an operation: back to the pool, and no
+// longer counted in the tenant's staged_bytes, when the operation's
+// callback goes (after it ran, when the work is dropped, or when the work
+// was never enqueued). Move-only.
+class StagingLease {
+ public:
+  StagingLease(CudaDevice* device, Staging staging,
+               std::shared_ptr<WorkAccount> charged, uint64_t bytes)
+      : device_(device),
+        staging_(staging),
+        charged_(std::move(charged)),
+        bytes_(static_cast<int64_t>(bytes)) {
+    if (charged_ != nullptr) {
+      charged_->staged_bytes.fetch_add(bytes_, std::memory_order_relaxed);
+    }
+  }
+  StagingLease(StagingLease&& other) noexcept
+      : device_(std::exchange(other.device_, nullptr)),
+        staging_(other.staging_),
+        charged_(std::move(other.charged_)),
+        bytes_(other.bytes_) {}
+  StagingLease& operator=(StagingLease&&) = delete;
+  ~StagingLease() {
+    if (device_ == nullptr) return;  // Moved from.
+    device_->staging().Put(staging_);
+    if (charged_ != nullptr) {
+      charged_->staged_bytes.fetch_sub(bytes_, std::memory_order_relaxed);
+    }
+  }
+
+  void* host() const { return staging_.host; }
+
+ private:
+  CudaDevice* device_;
+  Staging staging_;
+  std::shared_ptr<WorkAccount> charged_;  // Null: not counted (reads).
+  int64_t bytes_;
+};
+
 }  // namespace
 
 absl::Status CudaQueue::Launch(const Kernel& kernel, const LaunchConfig& config,
@@ -48,17 +87,16 @@ absl::Status CudaQueue::Write(std::shared_ptr<Buffer> dst, uint64_t offset,
   CudaDevice& device = core_->device();
   auto staging = device.staging().Get(data.size());
   if (!staging.ok()) return staging.status();
-  std::memcpy(staging->host, data.data(), data.size());
+  StagingLease lease(&device, *staging, core_->account(), data.size());
+  std::memcpy(lease.host(), data.data(), data.size());
   CudaQueueCore::Op op;
-  op.issue = [dst, offset, host = staging->host,
+  op.issue = [dst, offset, host = lease.host(),
               size = data.size()](CudaQueueCore& q) {
     return q.device().Check(q.device().driver().cuMemcpyHtoDAsync(
                                 Ptr(dst, offset), host, size, q.stream()),
                             "cuMemcpyHtoDAsync");
   };
-  op.done = [dst, staging = *staging, device = &device](absl::Status) {
-    device->staging().Put(staging);
-  };
+  op.done = [dst, lease = std::move(lease)](absl::Status) {};
   return core_->Submit(std::move(op));
 }
 
@@ -67,21 +105,20 @@ absl::Status CudaQueue::Read(std::shared_ptr<Buffer> src, uint64_t offset,
   CudaDevice& device = core_->device();
   auto staging = device.staging().Get(size);
   if (!staging.ok()) return staging.status();
+  StagingLease lease(&device, *staging, /*charged=*/nullptr, size);
   auto shared_done = std::make_shared<ReadDone>(std::move(done));
   CudaQueueCore::Op op;
-  op.issue = [src, offset, size, host = staging->host](CudaQueueCore& q) {
+  op.issue = [src, offset, size, host = lease.host()](CudaQueueCore& q) {
     return q.device().Check(q.device().driver().cuMemcpyDtoHAsync(
                                 host, Ptr(src, offset), size, q.stream()),
                             "cuMemcpyDtoHAsync");
   };
-  op.done = [src, size, staging = *staging, device = &device,
-             shared_done](absl::Status s) {
+  op.done = [src, size, lease = std::move(lease), shared_done](absl::Status s) {
     if (s.ok()) {
-      (*shared_done)(std::string(static_cast<const char*>(staging.host), size));
+      (*shared_done)(std::string(static_cast<const char*>(lease.host()), size));
     } else {
       (*shared_done)(s);
     }
-    device->staging().Put(staging);
   };
   op.prompt = true;
   return core_->Submit(std::move(op));
@@ -113,8 +150,10 @@ absl::Status CudaQueue::Fill(std::shared_ptr<Buffer> dst, uint64_t offset,
   return core_->Submit(std::move(op));
 }
 
-absl::Status CudaQueue::Record(std::shared_ptr<CudaEventPoint> point) {
+absl::Status CudaQueue::Record(std::shared_ptr<CudaEventPoint> point,
+                               bool counted) {
   CudaQueueCore::Op op;
+  op.counted = counted;
   op.issue = [point](CudaQueueCore& q) {
     absl::Status s = q.device().Check(
         q.device().driver().cuEventRecord(point->event, q.stream()),
@@ -174,7 +213,10 @@ absl::Status CudaQueue::WaitQueue(Queue& other) {
   if (!event.ok()) return event.status();
   auto point =
       std::make_shared<CudaEventPoint>(&device, *event, false, device.epoch());
-  if (absl::Status s = static_cast<CudaQueue&>(other).Record(point); !s.ok()) {
+  // One command, this queue's: the record on `other` is internal.
+  if (absl::Status s =
+          static_cast<CudaQueue&>(other).Record(point, /*counted=*/false);
+      !s.ok()) {
     return s;
   }
   return WaitPoint(std::move(point));

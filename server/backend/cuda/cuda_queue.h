@@ -4,6 +4,7 @@
 
 #include <cuda.h>
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <memory>
@@ -12,9 +13,11 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/backend/cuda/cuda_admission.h"
 #include "server/backend/cuda/cuda_objects.h"
 #include "server/backend/cuda/cuda_pools.h"
 #include "server/backend/queue.h"
+#include "server/backend/work_account.h"
 
 namespace gpustream::backend {
 
@@ -32,9 +35,25 @@ class CudaDevice;
 // functions, flag writes, OnIdle), and from the dispatcher's tick when work
 // is left unmarked. A marker's callback only posts to the dispatcher.
 //
+// Admission: beyond the budget, each operation handed to the stream needs
+// the device's admission (CudaAdmission: the tenant's fair share of the
+// device's operations in flight). Work it refuses is held in `held_` too,
+// and the queue waits for its turn, which the dispatcher's pump gives it
+// as the tenant's earlier work completes.
+//
+// Accounting (WorkAccount, the queue's tenant): inflight_commands counts
+// each operation from enqueue until it completed (known when its marker
+// comes back) or was dropped; commands_completed the ones that ran;
+// staged_bytes is kept by the writes' staging (CudaQueue::Write); busy_ns
+// comes from the markers' completion times (CudaAdmission::Completed).
+// Internal operations (OnIdle's, the record behind WaitQueue) are not
+// counted: `Op::counted`.
+//
 // Thread-safe: `mu_` serializes every call on the stream, so work reaches it
-// in enqueue order whichever thread issues it.
-class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore> {
+// in enqueue order whichever thread issues it. Lock order: mu_, then the
+// admission's (a leaf).
+class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore>,
+                      public CudaAdmission::Client {
  public:
   static constexpr uint64_t kBudget = 384;
   static constexpr uint64_t kMarkerEvery = 64;
@@ -49,18 +68,26 @@ class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore> {
     absl::AnyInvocable<void(absl::Status)> done;
     absl::AnyInvocable<bool()> ready;
     bool prompt = false;  // Mark right after it: someone awaits `done`.
+    bool counted = true;  // A client's command (WorkAccount counters).
   };
 
+  // `account` is not null. JoinAdmission must follow, before any Submit.
   CudaQueueCore(CudaDevice* device, CUstream stream, uint64_t epoch,
+                std::shared_ptr<WorkAccount> account,
                 absl::AnyInvocable<void(const absl::Status&)> on_error)
       : device_(device),
         stream_(stream),
         epoch_(epoch),
+        account_(std::move(account)),
         on_error_(std::move(on_error)) {}
-  ~CudaQueueCore();
+  ~CudaQueueCore() override;
+  // Takes the queue's place in the device's admission (it needs
+  // weak_from_this, so not in the constructor).
+  void JoinAdmission(uint64_t session_key);
 
   CUstream stream() const { return stream_; }
   CudaDevice& device() { return *device_; }
+  const std::shared_ptr<WorkAccount>& account() const { return account_; }
 
   // Issues `op` now if the stream has room and nothing is held before it,
   // else holds it. A sticky queue completes it at once with the error.
@@ -70,13 +97,18 @@ class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore> {
   // The device failed: everything completes with `status`.
   void Fail(const absl::Status& status);
   bool IsIdle();
+  // Enqueued commands not yet completed or dropped (this queue's share of
+  // its account's inflight_commands).
+  uint64_t inflight_commands() const { return inflight_.value(); }
   absl::Status error();
   // The CudaQueue is gone: destroy the stream once idle.
   void Retire();
 
-  // Dispatcher side. A marker came back: everything issued before it is
-  // complete.
-  void Completed(uint64_t count);
+  // Dispatcher side. A marker came back (its callback ran at `end_ns`,
+  // MonotonicNanos): everything issued before it is complete.
+  void Completed(uint64_t count, int64_t end_ns);
+  // The queue's admission turn (CudaAdmission::Pump, on the dispatcher).
+  void PumpAdmitted() override;
   // One tick: hands held work on, marks unmarked work, checks the stream
   // for a fatal error. True while the queue has work outstanding.
   bool Tick();
@@ -99,13 +131,28 @@ class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore> {
   using Callbacks = std::vector<
       std::pair<absl::AnyInvocable<void(absl::Status)>, absl::Status>>;
 
-  // Issues `op` (mu_ held). On error the op is handed back untouched.
-  absl::Status IssueLocked(Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Issues `op` (mu_ held), admitted already. On error the op is handed
+  // back untouched. A marker the driver refuses makes the queue sticky:
+  // held work then goes to `out`.
+  absl::Status IssueLocked(Op& op, Callbacks* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status MarkLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Puts the queue on the dispatcher's polling list unless it is there.
   void TrackLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Issues held work while there is room. Errors become sticky.
-  void PumpLocked(Callbacks* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Issues held work while the stream and admission have room; waits for
+  // admission when it refuses. `pumped`: the queue's admission turn (one
+  // grant, then back to the end of the line). Errors become sticky.
+  void PumpLocked(Callbacks* out, bool pumped = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Issued operations up to `upto` left the stream (ran, or dropped when
+  // `!ran`): the WorkAccount counters. Returns how many.
+  uint64_t SettleLocked(uint64_t upto, bool ran)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The queue holds work admission refused: in line for a turn. Unwait:
+  // it holds none any more (issued through its floor, or dropped), so that
+  // its tenant does not look backlogged.
+  void WaitAdmissionLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UnwaitAdmissionLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StickLocked(const absl::Status& status, Callbacks* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool IdleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -118,6 +165,11 @@ class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore> {
   CudaDevice* const device_;
   const CUstream stream_;
   const uint64_t epoch_;
+  const std::shared_ptr<WorkAccount> account_;
+  InflightCount inflight_;
+  void ChargeInflight(int64_t n) { inflight_.Charge(*account_, n); }
+  // Set once by JoinAdmission, before the core is shared.
+  std::unique_ptr<CudaAdmission::Member> member_;
   absl::AnyInvocable<void(const absl::Status&)> on_error_;
 
   absl::Mutex mu_;
@@ -126,6 +178,13 @@ class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore> {
   uint64_t issued_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t completed_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t marked_ ABSL_GUARDED_BY(mu_) = 0;
+  // Issue numbers (1-based, as issued_) of internal operations not yet
+  // settled: completions do not count them.
+  std::deque<uint64_t> uncounted_ ABSL_GUARDED_BY(mu_);
+  // Busy time: work issued to an idle stream starts at its issue; later
+  // batches start when the previous one completed (MonotonicNanos).
+  int64_t busy_start_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t last_complete_ns_ ABSL_GUARDED_BY(mu_) = 0;
   // Completions taken out of pending_ whose callbacks have not run yet: the
   // queue is not idle until they have (a host function, a read's data).
   int delivering_ ABSL_GUARDED_BY(mu_) = 0;
@@ -136,6 +195,9 @@ class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore> {
   bool retired_ ABSL_GUARDED_BY(mu_) = false;
   bool destroyed_ ABSL_GUARDED_BY(mu_) = false;
   bool tracked_ ABSL_GUARDED_BY(mu_) = false;  // On the polling list.
+  // In admission's line, as far as this queue knows (the pump takes it off
+  // before its turn, PumpAdmitted).
+  bool waiting_admission_ ABSL_GUARDED_BY(mu_) = false;
   bool has_progress_ ABSL_GUARDED_BY(mu_) = false;
   CudaSlotAllocator::Slot progress_ ABSL_GUARDED_BY(mu_);
   // progress_.host, readable without mu_ (the releaser holds a flag's lock
@@ -173,10 +235,13 @@ class CudaQueue : public Queue {
   void OnIdle(Done done) override { core_->OnIdle(std::move(done)); }
   void Cancel(const absl::Status& reason) override { core_->Cancel(reason); }
   bool IsIdle() override { return core_->IsIdle(); }
+  uint64_t inflight_commands() override { return core_->inflight_commands(); }
   absl::Status error() override { return core_->error(); }
 
  private:
-  absl::Status Record(std::shared_ptr<CudaEventPoint> point);
+  // `counted`: false for the record WaitQueue puts on the other queue.
+  absl::Status Record(std::shared_ptr<CudaEventPoint> point,
+                      bool counted = true);
   absl::Status WaitPoint(std::shared_ptr<CudaEventPoint> point);
 
   const std::shared_ptr<CudaQueueCore> core_;

@@ -1,4 +1,5 @@
 // CudaQueueCore: the budget, the held FIFO and completion through markers.
+#include <algorithm>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -20,6 +21,13 @@ constexpr absl::Duration kMarkDelay = absl::Microseconds(500);
 // No lock: nobody else can reach a core being destroyed, and taking mu_
 // here would order it after whatever lock the last owner holds.
 CudaQueueCore::~CudaQueueCore() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  // Normally settled (the device keeps a busy core until it is idle, and
+  // fails stuck ones at shutdown); whatever is left counts as dropped.
+  // member_ releases its admission when it goes.
+  int64_t dropped = 0;
+  for (const Op& op : held_) dropped += op.counted ? 1 : 0;
+  ChargeInflight(-dropped);
+  SettleLocked(issued_, /*ran=*/false);
   if (has_progress_) device_->slots().Put(progress_);
   if (destroyed_) return;
   // Nothing refers to the stream any more; CUDA releases a stream destroyed
@@ -27,6 +35,10 @@ CudaQueueCore::~CudaQueueCore() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   device_->Release(epoch_, [device = device_, stream = stream_] {
     device->Warn(device->driver().cuStreamDestroy(stream), "cuStreamDestroy");
   });
+}
+
+void CudaQueueCore::JoinAdmission(uint64_t session_key) {
+  member_ = device_->admission().Join(account_, session_key, weak_from_this());
 }
 
 absl::Status CudaQueueCore::Submit(Op op) {
@@ -38,7 +50,7 @@ absl::Status CudaQueueCore::Submit(Op op) {
     if (!error_.ok()) {
       // Skipped, as everything after a sticky error; its callback sees the
       // error once the work already on the stream has completed (so that
-      // OnIdle still means idle).
+      // OnIdle still means idle). Never enqueued: not counted.
       if (op.done) {
         if (completed_ == issued_) {
           callbacks.emplace_back(std::move(op.done), error_);
@@ -46,13 +58,31 @@ absl::Status CudaQueueCore::Submit(Op op) {
           pending_.push_back({issued_, std::move(op.done), /*skipped=*/true});
         }
       }
-    } else if (held_.empty() && issued_ - completed_ < kBudget &&
-               (!op.ready || op.ready())) {
-      status = IssueLocked(op);
     } else {
-      held_.push_back(std::move(op));
-      held = true;
-      TrackLocked();
+      const bool counted = op.counted;
+      if (counted) {
+        ChargeInflight(1);
+      }
+      CudaAdmission& admission = device_->admission();
+      bool now = held_.empty() && issued_ - completed_ < kBudget &&
+                 (!op.ready || op.ready());
+      const bool refused =
+          now && admission.Admit(*member_, 1, issued_ - completed_,
+                                 /*pumped=*/false) == 0;
+      if (now && !refused) {
+        status = IssueLocked(op, &callbacks);
+        if (!status.ok()) {  // Not enqueued after all.
+          admission.Release(*member_, 1);
+          if (counted) {
+            ChargeInflight(-1);
+          }
+        }
+      } else {
+        held_.push_back(std::move(op));
+        held = true;
+        TrackLocked();
+        if (refused) WaitAdmissionLocked();
+      }
     }
   }
   if (held) device_->dispatcher().Wake();
@@ -60,11 +90,16 @@ absl::Status CudaQueueCore::Submit(Op op) {
   return status;
 }
 
-absl::Status CudaQueueCore::IssueLocked(Op& op) {
+absl::Status CudaQueueCore::IssueLocked(Op& op, Callbacks* out) {
   // Callers' threads (gRPC's) issue too: each needs the context current.
   if (absl::Status s = device_->MakeCurrent(); !s.ok()) return s;
+  // Work handed to an idle stream starts no earlier than now.
+  const bool idle = issued_ == completed_;
+  const int64_t now = idle ? MonotonicNanos() : 0;
   if (absl::Status s = op.issue(*this); !s.ok()) return s;
+  if (idle) busy_start_ns_ = now;
   ++issued_;
+  if (!op.counted) uncounted_.push_back(issued_);
   last_issue_ = absl::Now();
   if (op.done) pending_.push_back({issued_, std::move(op.done), false});
   // Polled from now on: unmarked work gets marked, a stream that faults is
@@ -76,8 +111,7 @@ absl::Status CudaQueueCore::IssueLocked(Op& op) {
     // completes the pending work with the error.
     if (absl::Status s = MarkLocked();
         !s.ok() && s.code() != absl::StatusCode::kAborted) {
-      Callbacks ignored;  // Only held work, and none is behind this op yet.
-      StickLocked(s, &ignored);
+      StickLocked(s, out);
     }
   }
   return absl::OkStatus();
@@ -103,15 +137,46 @@ absl::Status CudaQueueCore::MarkLocked() {
   return absl::OkStatus();
 }
 
-void CudaQueueCore::PumpLocked(Callbacks* out) {
+void CudaQueueCore::PumpLocked(Callbacks* out, bool pumped) {
+  CudaAdmission& admission = device_->admission();
+  uint64_t granted = 0;  // Admitted and not issued yet.
+  bool asked = false;
+  bool refused = false;
   while (error_.ok() && !held_.empty() && issued_ - completed_ < kBudget) {
-    Op& op = held_.front();
-    if (op.ready && !op.ready()) break;
-    if (absl::Status s = IssueLocked(op); !s.ok()) {
+    if (Op& front = held_.front(); front.ready && !front.ready()) break;
+    if (granted == 0) {
+      // A turn is one grant: then back to the end of the line.
+      if (pumped && asked) {
+        refused = true;
+        break;
+      }
+      const uint64_t room = kBudget - (issued_ - completed_);
+      const uint64_t want = std::min<uint64_t>(
+          {static_cast<uint64_t>(held_.size()), room, CudaAdmission::kGrant});
+      granted = admission.Admit(*member_, want, issued_ - completed_,
+                                /*pumped=*/pumped && !asked);
+      asked = true;
+      if (granted == 0) {
+        refused = true;
+        break;
+      }
+    }
+    // Off the FIFO first: a refused marker makes IssueLocked drop the
+    // rest of it.
+    Op op = std::move(held_.front());
+    held_.pop_front();
+    if (absl::Status s = IssueLocked(op, out); !s.ok()) {
+      held_.push_front(std::move(op));
       StickLocked(s, out);
       break;
     }
-    held_.pop_front();
+    --granted;
+  }
+  if (granted != 0) admission.Release(*member_, granted);
+  if (refused && error_.ok()) {
+    WaitAdmissionLocked();
+  } else if (held_.empty()) {
+    UnwaitAdmissionLocked();  // Issued through its floor meanwhile.
   }
   if (marked_ != issued_ && !held_.empty()) {
     // Held work waits for room: make sure progress comes back.
@@ -119,13 +184,33 @@ void CudaQueueCore::PumpLocked(Callbacks* out) {
   }
 }
 
+uint64_t CudaQueueCore::SettleLocked(uint64_t upto, bool ran) {
+  if (upto <= completed_) return 0;
+  const uint64_t n = upto - completed_;
+  uint64_t internal = 0;
+  while (!uncounted_.empty() && uncounted_.front() <= upto) {
+    uncounted_.pop_front();
+    ++internal;
+  }
+  const uint64_t commands = n - internal;
+  ChargeInflight(-static_cast<int64_t>(commands));
+  if (ran) {
+    account_->commands_completed.fetch_add(commands, std::memory_order_relaxed);
+  }
+  return n;
+}
+
 void CudaQueueCore::StickLocked(const absl::Status& status, Callbacks* out) {
   const bool first = error_.ok();
   if (first) error_ = status;
+  int64_t dropped = 0;
   for (Op& op : held_) {
+    if (op.counted) ++dropped;
     if (op.done) out->emplace_back(std::move(op.done), error_);
   }
   held_.clear();
+  ChargeInflight(-dropped);
+  UnwaitAdmissionLocked();
   if (first && on_error_ && !cancelled_) {
     out->emplace_back(
         [self = shared_from_this()](absl::Status s) { self->on_error_(s); },
@@ -153,6 +238,7 @@ void CudaQueueCore::OnIdle(absl::AnyInvocable<void(absl::Status)> done) {
     (*shared)(s.ok() ? self->error() : s);
   };
   op.prompt = true;
+  op.counted = false;  // Not a command of the client's.
   if (absl::Status s = Submit(std::move(op)); !s.ok()) (*shared)(s);
 }
 
@@ -175,6 +261,9 @@ void CudaQueueCore::Fail(const absl::Status& status) {
     for (Pending& p : pending_)
       callbacks.emplace_back(std::move(p.done), status);
     pending_.clear();
+    // Whether it ran is unknown: dropped.
+    device_->admission().Release(*member_,
+                                 SettleLocked(issued_, /*ran=*/false));
     completed_ = issued_;
     marked_ = issued_;
     MaybeDestroyLocked();
@@ -217,11 +306,19 @@ void CudaQueueCore::MaybeDestroyLocked() {
   });
 }
 
-void CudaQueueCore::Completed(uint64_t count) {
+void CudaQueueCore::Completed(uint64_t count, int64_t end_ns) {
   Callbacks callbacks;
   {
     absl::MutexLock lock(&mu_);
     if (count <= completed_) return;
+    // The batch ran from its issue to an idle stream, or from the previous
+    // batch's completion, until its marker's callback: an approximation
+    // (the daemon cannot see inside a batch; time parked on a device-side
+    // wait counts as busy).
+    const int64_t start = std::max(busy_start_ns_, last_complete_ns_);
+    last_complete_ns_ = std::max(last_complete_ns_, end_ns);
+    device_->admission().Completed(*member_, SettleLocked(count, /*ran=*/true),
+                                   start, end_ns);
     completed_ = count;
     // Work that ran reports OK, unless teardown cancelled the queue (the
     // caller waited for an outcome that no longer matters).
@@ -242,6 +339,28 @@ void CudaQueueCore::Completed(uint64_t count) {
   absl::MutexLock lock(&mu_);
   --delivering_;
   MaybeDestroyLocked();
+}
+
+void CudaQueueCore::WaitAdmissionLocked() {
+  waiting_admission_ = true;
+  device_->admission().Wait(*member_);
+}
+
+void CudaQueueCore::UnwaitAdmissionLocked() {
+  if (!waiting_admission_) return;
+  waiting_admission_ = false;
+  device_->admission().Unwait(*member_);
+}
+
+void CudaQueueCore::PumpAdmitted() {
+  Callbacks callbacks;
+  {
+    absl::MutexLock lock(&mu_);
+    waiting_admission_ = false;  // The pump took it off the line.
+    PumpLocked(&callbacks, /*pumped=*/true);
+    MaybeDestroyLocked();
+  }
+  Deliver(std::move(callbacks));
 }
 
 bool CudaQueueCore::Tick() {

@@ -1,0 +1,156 @@
+#include "server/tenants/tenant_registry.h"
+
+#include <google/protobuf/text_format.h>
+
+#include "absl/strings/ascii.h"
+#include "gtest/gtest.h"
+
+namespace gpustream::tenants {
+namespace {
+
+v1::ServerConfig Config(const std::string& text) {
+  v1::ServerConfig config;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &config));
+  return config;
+}
+
+Credentials Token(std::string token) { return {std::move(token), {}}; }
+
+TEST(TenantRegistryTest, WithoutTenantsEveryCallerIsTheNonAdminDefault) {
+  auto registry = TenantRegistry::Create({});
+  ASSERT_TRUE(registry.ok()) << registry.status();
+  auto who = (*registry)->Authenticate({});
+  ASSERT_TRUE(who.ok()) << who.status();
+  EXPECT_EQ(who->name(), "default");
+  EXPECT_FALSE(who->admin());
+  EXPECT_EQ(TenantRegistry::RequireAdmin(*who, "KillSession").code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_FALSE((*registry)->configured());
+}
+
+TEST(TenantRegistryTest, TokensMatchByDigestAndSubjectsByName) {
+  auto registry = TenantRegistry::Create(
+      Config("tenants { name: 'alice' token_sha256: '" + Sha256Hex("a-token") +
+             "' tls_subject: 'CN=alice' }"
+             "tenants { name: 'ops' admin: true token_sha256: '" +
+             // Upper-case hex is accepted too.
+             absl::AsciiStrToUpper(Sha256Hex("o-token")) + "' }"));
+  ASSERT_TRUE(registry.ok()) << registry.status();
+  EXPECT_EQ((*registry)->Authenticate(Token("a-token"))->name(), "alice");
+  EXPECT_TRUE((*registry)->Authenticate(Token("o-token"))->admin());
+  EXPECT_EQ((*registry)->Authenticate({{}, "CN=alice"})->name(), "alice");
+
+  auto wrong = (*registry)->Authenticate(Token("a-tokeN"));
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(wrong.status().message().find("a-tokeN"), std::string::npos)
+      << "a token is never echoed";
+  EXPECT_EQ((*registry)->Authenticate({}).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  auto stranger = (*registry)->Authenticate({{}, "CN=mallory"});
+  EXPECT_EQ(stranger.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_NE(stranger.status().message().find("CN=mallory"), std::string::npos);
+}
+
+TEST(TenantRegistryTest, MalformedConfigsNameTheField) {
+  auto bad_hex = TenantRegistry::Create(
+      Config("tenants { name: 'a' token_sha256: 'abc' }"));
+  EXPECT_EQ(bad_hex.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad_hex.status().message().find("tenants[0] ('a').token_sha256[0]"),
+            std::string::npos)
+      << bad_hex.status();
+  auto twice = TenantRegistry::Create(
+      Config("tenants { name: 'a' } tenants { name: 'a' }"));
+  EXPECT_NE(twice.status().message().find("tenants[1].name"),
+            std::string::npos);
+  const std::string digest = Sha256Hex("t");
+  auto shared = TenantRegistry::Create(
+      Config("tenants { name: 'a' token_sha256: '" + digest +
+             "' } tenants { name: 'b' token_sha256: '" + digest + "' }"));
+  EXPECT_EQ(shared.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(TenantRegistryTest, QuotasRefuseNamingLimitAndUse) {
+  auto registry = TenantRegistry::Create(
+      Config("tenants { name: 'a' token_sha256: '" + Sha256Hex("t") +
+             "' quota { max_sessions: 1 device_memory_bytes: 100 "
+             "max_queues: 2 } }"));
+  ASSERT_TRUE(registry.ok());
+  std::shared_ptr<Tenant> a = (*registry)->Authenticate(Token("t"))->tenant;
+  ASSERT_TRUE(a->ReserveSession().ok());
+  absl::Status second = a->ReserveSession();
+  EXPECT_EQ(second.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(second.message().find("max_sessions"), std::string::npos);
+  EXPECT_NE(second.message().find("in use 1"), std::string::npos) << second;
+  a->ReleaseSession();
+  EXPECT_TRUE(a->ReserveSession().ok());
+
+  ASSERT_TRUE(a->ReserveMemory(60).ok());
+  absl::Status big = a->ReserveMemory(41);
+  EXPECT_EQ(big.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(big.message().find("device_memory_bytes"), std::string::npos);
+  EXPECT_EQ(a->memory_bytes(), 60u) << "a refusal charges nothing";
+  // A size that would wrap the sum past the limit is refused too.
+  EXPECT_EQ(a->ReserveMemory(~uint64_t{0} - 20).code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(a->memory_bytes(), 60u);
+  a->ReleaseMemory(60);
+  EXPECT_EQ(a->memory_bytes(), 0u);
+
+  // Staged bytes fall back to the daemon-wide default (256 MiB).
+  EXPECT_EQ(a->quota().max_staged_bytes(), kDefaultMaxStagedBytes);
+  a->account(0)->staged_bytes = kDefaultMaxStagedBytes - 10;
+  EXPECT_TRUE(a->CheckEnqueue(10).ok());
+  EXPECT_EQ(a->CheckEnqueue(11).code(), absl::StatusCode::kResourceExhausted);
+  a->account(0)->staged_bytes = 0;
+  // And in-flight commands to kDefaultMaxInflightCommands, summed over
+  // the tenant's devices.
+  EXPECT_EQ(a->quota().max_inflight_commands(), kDefaultMaxInflightCommands);
+  a->account(0)->inflight_commands = kDefaultMaxInflightCommands - 2;
+  a->account(1)->inflight_commands = 1;
+  EXPECT_TRUE(a->CheckEnqueue(0).ok());
+  a->account(1)->inflight_commands = 2;
+  absl::Status full = a->CheckEnqueue(0);
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(full.message().find("max_inflight_commands"), std::string::npos);
+}
+
+TEST(TenantRegistryTest, PriorityIsClampedToTheQuota) {
+  auto registry = TenantRegistry::Create(Config(
+      "tenants { name: 'a' tls_subject: 'CN=a' quota { max_priority: -1 } }"
+      "tenants { name: 'b' tls_subject: 'CN=b' }"));
+  ASSERT_TRUE(registry.ok());
+  auto a = (*registry)->Authenticate({{}, "CN=a"})->tenant;
+  EXPECT_EQ(a->ClampPriority(-5), -1);  // Lower numbers are greater.
+  EXPECT_EQ(a->ClampPriority(0), 0);
+  auto b = (*registry)->Authenticate({{}, "CN=b"})->tenant;
+  EXPECT_EQ(b->ClampPriority(-5), -5);
+}
+
+TEST(TenantRegistryTest, ReloadUpdatesInPlaceAndReportsRemovedTenants) {
+  auto registry = TenantRegistry::Create(
+      Config("tenants { name: 'a' tls_subject: 'CN=a' weight: 1 }"
+             "tenants { name: 'b' tls_subject: 'CN=b' }"));
+  ASSERT_TRUE(registry.ok());
+  auto a = (*registry)->Authenticate({{}, "CN=a"})->tenant;
+  auto account = a->account(0);
+  auto removed = (*registry)->Reload(
+      Config("tenants { name: 'a' tls_subject: 'CN=a2' weight: 3 }"));
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(*removed, std::vector<std::string>{"b"});
+  EXPECT_EQ(account->weight.load(), 3u);
+  EXPECT_EQ((*registry)->Authenticate({{}, "CN=a2"})->tenant, a);
+  EXPECT_EQ((*registry)->Authenticate({{}, "CN=a"}).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  // A bad reload keeps the old set; so does one without tenants, which
+  // would turn authentication off.
+  EXPECT_FALSE((*registry)->Reload(Config("tenants { name: '' }")).ok());
+  auto empty = (*registry)->Reload(Config(""));
+  EXPECT_EQ(empty.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE((*registry)->configured());
+  EXPECT_EQ((*registry)->Authenticate({{}, "nobody"}).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ((*registry)->Authenticate({{}, "CN=a2"})->tenant, a);
+}
+
+}  // namespace
+}  // namespace gpustream::tenants
