@@ -1,8 +1,6 @@
 // Test certificates from the openssl command line tool.
 #include "tests/test_certs.h"
 
-#include <openssl/evp.h>
-
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -136,19 +134,6 @@ std::string ReadTextFile(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
-}
-
-std::string Sha256Hex(absl::string_view data) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int size = 0;
-  EVP_Digest(data.data(), data.size(), digest, &size, EVP_sha256(), nullptr);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string hex;
-  for (unsigned int i = 0; i < size; ++i) {
-    hex.push_back(kHex[digest[i] >> 4]);
-    hex.push_back(kHex[digest[i] & 0xf]);
-  }
-  return hex;
 }
 
 }  // namespace gpustream::testing

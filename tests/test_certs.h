@@ -33,9 +33,6 @@ absl::StatusOr<TestCerts> GenerateTestCerts(const std::string& dir);
 // The contents of `path` ("" when unreadable).
 std::string ReadTextFile(const std::string& path);
 
-// SHA-256 of `data` as 64 lowercase hex digits: a config's token_sha256.
-std::string Sha256Hex(absl::string_view data);
-
 }  // namespace gpustream::testing
 
 #endif  // GPUSTREAM_TESTS_TEST_CERTS_H_

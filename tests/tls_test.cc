@@ -26,6 +26,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/gpustream/v1/gpustream.grpc.pb.h"
+#include "server/tenants/tenant_registry.h"
 #include "tests/daemon_process.h"
 #include "tests/test_certs.h"
 
@@ -180,7 +181,7 @@ class TlsTest : public ::testing::Test {
         absl::StrCat(shared_->dir, "/tenants.textproto"),
         absl::StrCat("tenants { name: \"alice\" tls_subject: \"CN=alice\" }\n",
                      "tenants { name: \"bob\" token_sha256: \"",
-                     testing::Sha256Hex(kBobToken), "\" }\n"));
+                     tenants::Sha256Hex(kBobToken), "\" }\n"));
     auto daemon = DaemonProcess::Start(
         {"--backend=cpu", "--cpu_memory_bytes=16777216",
          absl::StrCat("--config=", shared_->config),

@@ -723,7 +723,7 @@ void Session::Teardown(const absl::Status& reason) {
     closed_ = true;
     ended_reason_ = reason;
     objects = objects_.TakeAll();
-    for (uint32_t i = 0; i < queue_count_; ++i) ctx_.tenant->ReleaseQueue();
+    ctx_.tenant->ReleaseQueue(queue_count_);
     queue_count_ = 0;
     memory_bytes_ = 0;  // The tenant is credited as the buffers go.
   }

@@ -103,7 +103,7 @@ absl::Status Tenant::ReserveQueue() {
   return Charge<uint32_t>(queues_, 1, quota().max_queues(), name_,
                           "quota.max_queues", " queues");
 }
-void Tenant::ReleaseQueue() { queues_.fetch_sub(1); }
+void Tenant::ReleaseQueue(uint32_t count) { queues_.fetch_sub(count); }
 
 absl::Status Tenant::ReserveMemory(uint64_t bytes) {
   return Charge<uint64_t>(memory_bytes_, bytes, quota().device_memory_bytes(),

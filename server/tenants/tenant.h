@@ -60,7 +60,7 @@ class Tenant {
   absl::Status ReserveSession();
   void ReleaseSession();
   absl::Status ReserveQueue();
-  void ReleaseQueue();
+  void ReleaseQueue(uint32_t count = 1);
   absl::Status ReserveMemory(uint64_t bytes);
   void ReleaseMemory(uint64_t bytes);
   // Host-side waits the daemon holds for the tenant's calls (synchronize,
