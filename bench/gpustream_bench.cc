@@ -4,9 +4,11 @@
 // launches straight into the CPU backend. Prints each figure and the ratios.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -19,6 +21,7 @@
 
 ABSL_FLAG(int, round_trips, 5000, "Round trips per latency figure");
 ABSL_FLAG(int, launches, 200000, "Launches per throughput figure");
+ABSL_FLAG(int, lone_launches, 500, "Lone launches timed enqueue to completion");
 
 namespace gpustream::bench {
 namespace {
@@ -41,9 +44,49 @@ double InProcessLaunchRate(int n) {
   return rate;
 }
 
+// From a lone launch's enqueue to its completion seen by a host that was
+// already waiting: each round, a unary WaitFlag parks on the daemon first;
+// then the queue gets a noop launch and a write_flag behind it, with no
+// flush or synchronize, so the client must send them on its own. Median and
+// 99th percentile in microseconds.
+struct LoneLaunch {
+  double median_us;
+  double p99_us;
+};
+LoneLaunch LoneLaunchLatency(BenchClient& c, client::Queue& queue, int n) {
+  client::Flag flag = c.session->create_flag();
+  Check(queue.synchronize(absl::Seconds(10)), "creating the flag");
+  std::vector<double> us;
+  us.reserve(n);
+  for (int i = 1; i <= n; ++i) {
+    absl::Time done;
+    std::thread waiter([&] {
+      v1::WaitFlagRequest request;
+      request.set_session_id(c.session->id());
+      request.set_flag_id(flag.id());
+      request.set_value(i);
+      request.set_timeout_ms(10000);
+      v1::WaitFlagResponse response;
+      grpc::ClientContext context;
+      Check(c.client->stub().WaitFlag(&context, request, &response).ok(),
+            "waiting for the flag");
+      done = absl::Now();
+    });
+    absl::SleepFor(absl::Milliseconds(2));  // Let the wait park.
+    const absl::Time start = absl::Now();
+    queue.launch("samples", "noop", {1}, {1}, {});
+    queue.write_flag(flag, i);
+    waiter.join();
+    us.push_back(absl::ToDoubleMicroseconds(done - start));
+  }
+  std::sort(us.begin(), us.end());
+  return {us[us.size() / 2], us[us.size() * 99 / 100]};
+}
+
 struct TransportFigures {
   SyncFigures sync;
   double launches_per_s;
+  LoneLaunch lone;
 };
 
 TransportFigures MeasureTransport(const std::string& target) {
@@ -52,6 +95,7 @@ TransportFigures MeasureTransport(const std::string& target) {
   TransportFigures f;
   f.sync = MeasureSyncRoundTrips(c, queue, absl::GetFlag(FLAGS_round_trips));
   f.launches_per_s = SubmitNoopLaunchRate(queue, absl::GetFlag(FLAGS_launches));
+  f.lone = LoneLaunchLatency(c, queue, absl::GetFlag(FLAGS_lone_launches));
   return f;
 }
 
@@ -78,6 +122,9 @@ int Run() {
     std::printf("%-48s %12.0f launches/s  (%.2fx in-process)\n",
                 "pipelined noop launches via Submit + 1 sync", f.launches_per_s,
                 f.launches_per_s / in_process);
+    std::printf("%-48s %9.0f µs median, %.0f µs p99\n",
+                "lone launch: enqueue -> completion seen by host",
+                f.lone.median_us, f.lone.p99_us);
   }
   return 0;
 }

@@ -7,11 +7,13 @@ namespace gpustream::client {
 
 absl::Status Event::synchronize(absl::Duration timeout) {
   return core()
-      .Call([&](v1::Command& c) {
-        auto* sync = c.mutable_synchronize_event();
-        sync->set_event_id(id());
-        sync->set_timeout_ms(TimeoutMs(timeout));
-      })
+      .Call(
+          [&](v1::Command& c) {
+            auto* sync = c.mutable_synchronize_event();
+            sync->set_event_id(id());
+            sync->set_timeout_ms(TimeoutMs(timeout));
+          },
+          SessionCore::Answer::kResult, ClientWait(timeout))
       .status();
 }
 

@@ -23,13 +23,15 @@ absl::StatusOr<uint64_t> Flag::load() {
 
 absl::StatusOr<uint64_t> Flag::wait(uint64_t value, WaitCondition condition,
                                     absl::Duration timeout) {
-  auto result = core().Call([&](v1::Command& c) {
-    auto* wait = c.mutable_wait_flag();
-    wait->set_flag_id(id());
-    wait->set_value(value);
-    wait->set_condition(ToProto(condition));
-    wait->set_timeout_ms(TimeoutMs(timeout));
-  });
+  auto result = core().Call(
+      [&](v1::Command& c) {
+        auto* wait = c.mutable_wait_flag();
+        wait->set_flag_id(id());
+        wait->set_value(value);
+        wait->set_condition(ToProto(condition));
+        wait->set_timeout_ms(TimeoutMs(timeout));
+      },
+      SessionCore::Answer::kResult, ClientWait(timeout));
   if (!result.ok()) return result.status();
   return result->wait_flag().value();
 }

@@ -35,6 +35,15 @@ class Handle {
   // The object's id in its session.
   uint64_t id() const { return id_; }
   bool valid() const { return core_ != nullptr; }
+  // The session the object belongs to (identity only; null if invalid).
+  const SessionCore* session() const { return core_.get(); }
+
+  // Lets go of the object without destroying it (the caller takes over
+  // its destruction); returns its id.
+  uint64_t Disown() {
+    core_.reset();
+    return std::exchange(id_, 0);
+  }
 
  protected:
   SessionCore& core() const { return *core_; }

@@ -16,7 +16,7 @@ namespace gpustream::client {
 // write 7u or uint64_t{n} where the kernel wants unsigned values.
 class Arg {
  public:
-  Arg(const Buffer& buffer, uint64_t offset = 0) {
+  Arg(const Buffer& buffer, uint64_t offset = 0) : buffer_(&buffer) {
     proto_.mutable_buffer()->set_buffer_id(buffer.id());
     proto_.mutable_buffer()->set_offset(offset);
   }
@@ -34,9 +34,13 @@ class Arg {
   }
 
   const v1::KernelArg& proto() const { return proto_; }
+  // The buffer of a BUFFER argument (null for values). Args live only for
+  // the launch call that takes them, as the buffer does.
+  const Buffer* buffer() const { return buffer_; }
 
  private:
   v1::KernelArg proto_;
+  const Buffer* buffer_ = nullptr;
 };
 
 // Grid or block dimensions.

@@ -1,6 +1,9 @@
 // Queue commands.
 #include "client/queue.h"
 
+#include <utility>
+
+#include "absl/strings/str_cat.h"
 #include "client/wire.h"
 
 namespace gpustream::client {
@@ -15,12 +18,70 @@ void SetDim3(const Dim3& d, v1::Dim3* out) {
 }  // namespace
 
 Queue::Queue(std::shared_ptr<SessionCore> core, uint64_t id, bool owned)
-    : Handle(std::move(core), id,
-             owned
-                 ? +[](v1::Command& c,
-                       uint64_t
-                           id) { c.mutable_destroy_queue()->set_queue_id(id); }
-                 : nullptr) {}
+    : Handle(std::move(core), id, /*destroy=*/nullptr), owned_(owned) {
+  if (valid()) this->core().AttachQueue(id);
+}
+
+Queue::~Queue() { Release(); }
+
+Queue::Queue(Queue&& other) noexcept
+    : Handle(std::move(other)),
+      host_flag_(std::move(other.host_flag_)),
+      reached_flag_(std::move(other.reached_flag_)),
+      host_funcs_(std::exchange(other.host_funcs_, 0)),
+      owned_(std::exchange(other.owned_, false)) {}
+
+Queue& Queue::operator=(Queue&& other) noexcept {
+  if (this != &other) {
+    Release();
+    Handle::operator=(std::move(other));
+    host_flag_ = std::move(other.host_flag_);
+    reached_flag_ = std::move(other.reached_flag_);
+    host_funcs_ = std::exchange(other.host_funcs_, 0);
+    owned_ = std::exchange(other.owned_, false);
+  }
+  return *this;
+}
+
+void Queue::Release() {
+  if (!valid()) return;
+  SessionCore& session = core();
+  session.DetachQueue(id());
+  // Destroying the flags first would cancel the queue's wait for a pending
+  // host function and let the work behind it run early.
+  std::vector<uint64_t> flags;
+  for (Flag* flag : {&host_flag_, &reached_flag_}) {
+    if (flag->valid()) flags.push_back(flag->Disown());
+  }
+  // A queue the session owns (the default one) keeps its flags until the
+  // session ends.
+  if (owned_) session.DestroyQueue(id(), std::move(flags));
+  Disown();
+}
+
+absl::Status Queue::Owns(const Handle& object, absl::string_view what,
+                         const Handle* also) const {
+  if (object.session() != session()) {
+    if (!object.valid()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the ", what, " is not a live handle (moved from or never made)"));
+    }
+    // Ids are per session: sent, it would name this session's object with
+    // the same id.
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " ", object.id(), " belongs to another session"));
+  }
+  return also != nullptr ? Owns(*also, what) : absl::OkStatus();
+}
+
+void Queue::Send(const absl::Status& check,
+                 absl::FunctionRef<void(v1::Command&)> fill) {
+  if (check.ok()) {
+    core().Enqueue(fill);
+  } else {
+    core().Reject(fill, check);
+  }
+}
 
 Event Queue::record_event(bool enable_timing) {
   const uint64_t event_id = core().MintId();
@@ -35,7 +96,7 @@ Event Queue::record_event(bool enable_timing) {
 }
 
 void Queue::record_event(const Event& event) {
-  core().Enqueue([&](v1::Command& c) {
+  Send(Owns(event, "event"), [&](v1::Command& c) {
     auto* record = c.mutable_record_event();
     record->set_queue_id(id());
     record->set_event_id(event.id());
@@ -43,7 +104,7 @@ void Queue::record_event(const Event& event) {
 }
 
 void Queue::wait_for(const Event& event) {
-  core().Enqueue([&](v1::Command& c) {
+  Send(Owns(event, "event"), [&](v1::Command& c) {
     auto* wait = c.mutable_wait_event();
     wait->set_queue_id(id());
     wait->set_event_id(event.id());
@@ -51,7 +112,7 @@ void Queue::wait_for(const Event& event) {
 }
 
 void Queue::wait_for(const Queue& other) {
-  core().Enqueue([&](v1::Command& c) {
+  Send(Owns(other, "queue"), [&](v1::Command& c) {
     auto* wait = c.mutable_wait_queue();
     wait->set_queue_id(id());
     wait->set_other_queue_id(other.id());
@@ -60,7 +121,7 @@ void Queue::wait_for(const Queue& other) {
 
 void Queue::wait_for_host_value(const Flag& flag, uint64_t value,
                                 WaitCondition condition) {
-  core().Enqueue([&](v1::Command& c) {
+  Send(Owns(flag, "flag"), [&](v1::Command& c) {
     auto* wait = c.mutable_wait_host_value();
     wait->set_queue_id(id());
     wait->set_flag_id(flag.id());
@@ -70,7 +131,7 @@ void Queue::wait_for_host_value(const Flag& flag, uint64_t value,
 }
 
 void Queue::write_flag(const Flag& flag, uint64_t value) {
-  core().Enqueue([&](v1::Command& c) {
+  Send(Owns(flag, "flag"), [&](v1::Command& c) {
     auto* write = c.mutable_write_flag();
     write->set_queue_id(id());
     write->set_flag_id(flag.id());
@@ -80,15 +141,22 @@ void Queue::write_flag(const Flag& flag, uint64_t value) {
 
 void Queue::enqueue_host_func(std::function<void()> fn) {
   if (!host_flag_.valid()) {
-    const uint64_t flag_id = core().MintId();
-    core().Enqueue(
-        [&](v1::Command& c) { c.mutable_create_flag()->set_id(flag_id); });
-    host_flag_ = Flag(core_ptr(), flag_id);
+    host_flag_ = Flag(core_ptr(), core().MintId());
+    reached_flag_ = Flag(core_ptr(), core().MintId());
+    for (const Flag* flag : {&host_flag_, &reached_flag_}) {
+      core().Enqueue(
+          [&](v1::Command& c) { c.mutable_create_flag()->set_id(flag->id()); });
+    }
   }
-  // The n-th host function of this queue releases it by storing n.
   const uint64_t ticket = ++host_funcs_;
   const uint64_t callback_id = core().MintId();
-  core().AddHostFunc(callback_id, std::move(fn), host_flag_.id(), ticket);
+  core().AddHostFunc(callback_id, std::move(fn),
+                     {.release_flag_id = host_flag_.id(),
+                      .reached_flag_id = reached_flag_.id(),
+                      .ticket = ticket});
+  // Written before the notification is sent: whoever sees the notification
+  // missing can find the ticket there.
+  write_flag(reached_flag_, ticket);
   core().Enqueue([&](v1::Command& c) {
     auto* host = c.mutable_enqueue_host_func();
     host->set_queue_id(id());
@@ -100,7 +168,11 @@ void Queue::enqueue_host_func(std::function<void()> fn) {
 void Queue::launch(absl::string_view module, absl::string_view kernel,
                    Dim3 grid, Dim3 block, std::initializer_list<Arg> args,
                    uint32_t shared_memory_bytes) {
-  core().Enqueue([&](v1::Command& c) {
+  absl::Status check;
+  for (const Arg& arg : args) {
+    if (arg.buffer() != nullptr) check.Update(Owns(*arg.buffer(), "buffer"));
+  }
+  Send(check, [&](v1::Command& c) {
     auto* launch = c.mutable_launch_kernel();
     launch->set_queue_id(id());
     launch->set_module(module.data(), module.size());
@@ -113,17 +185,40 @@ void Queue::launch(absl::string_view module, absl::string_view kernel,
 }
 
 void Queue::write(const Buffer& dst, uint64_t offset, absl::string_view bytes) {
-  core().Enqueue([&](v1::Command& c) {
-    auto* write = c.mutable_write_buffer();
-    write->set_queue_id(id());
-    write->set_buffer_id(dst.id());
-    write->set_offset(offset);
-    write->set_data(bytes.data(), bytes.size());
-  });
+  if (absl::Status check = Owns(dst, "buffer"); !check.ok()) {
+    core().Reject(
+        [&](v1::Command& c) {
+          auto* write = c.mutable_write_buffer();
+          write->set_queue_id(id());
+          write->set_buffer_id(dst.id());
+          write->set_offset(offset);
+        },
+        check);
+    return;
+  }
+  // Pieces keep every request within the batch bound; they run in order on
+  // the queue, so together they are the one copy asked for.
+  do {
+    const absl::string_view piece =
+        bytes.substr(0, SessionCore::kMaxWritePiece);
+    core().Enqueue([&](v1::Command& c) {
+      auto* write = c.mutable_write_buffer();
+      write->set_queue_id(id());
+      write->set_buffer_id(dst.id());
+      write->set_offset(offset);
+      write->set_data(piece.data(), piece.size());
+    });
+    offset += piece.size();
+    bytes.remove_prefix(piece.size());
+  } while (!bytes.empty());
 }
 
 absl::StatusOr<std::string> Queue::read(const Buffer& src, uint64_t offset,
                                         uint64_t size) {
+  if (absl::Status s = Owns(src, "buffer"); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("read_buffer on queue ", id(),
+                                               ": ", s.message()));
+  }
   auto result = core().Call([&](v1::Command& c) {
     auto* read = c.mutable_read_buffer();
     read->set_queue_id(id());
@@ -137,7 +232,7 @@ absl::StatusOr<std::string> Queue::read(const Buffer& src, uint64_t offset,
 
 void Queue::copy(const Buffer& src, uint64_t src_offset, const Buffer& dst,
                  uint64_t dst_offset, uint64_t size) {
-  core().Enqueue([&](v1::Command& c) {
+  Send(Owns(src, "buffer", &dst), [&](v1::Command& c) {
     auto* copy = c.mutable_copy_buffer();
     copy->set_queue_id(id());
     copy->set_src_buffer_id(src.id());
@@ -150,7 +245,7 @@ void Queue::copy(const Buffer& src, uint64_t src_offset, const Buffer& dst,
 
 void Queue::fill(const Buffer& dst, uint64_t offset, uint64_t size,
                  uint32_t value) {
-  core().Enqueue([&](v1::Command& c) {
+  Send(Owns(dst, "buffer"), [&](v1::Command& c) {
     auto* fill = c.mutable_fill_buffer();
     fill->set_queue_id(id());
     fill->set_buffer_id(dst.id());
@@ -161,13 +256,16 @@ void Queue::fill(const Buffer& dst, uint64_t offset, uint64_t size,
 }
 
 absl::Status Queue::synchronize(absl::Duration timeout) {
-  auto result = core().Call([&](v1::Command& c) {
-    auto* sync = c.mutable_synchronize_queue();
-    sync->set_queue_id(id());
-    sync->set_timeout_ms(TimeoutMs(timeout));
-  });
-  // Errors of earlier commands arrived before this result: report them first.
-  if (absl::Status deferred = core().TakeError(); !deferred.ok()) {
+  auto result = core().Call(
+      [&](v1::Command& c) {
+        auto* sync = c.mutable_synchronize_queue();
+        sync->set_queue_id(id());
+        sync->set_timeout_ms(TimeoutMs(timeout));
+      },
+      SessionCore::Answer::kResult, ClientWait(timeout));
+  // Rejections of earlier commands arrived before this result: report them
+  // first.
+  if (absl::Status deferred = core().TakeError(id()); !deferred.ok()) {
     return deferred;
   }
   return result.status();

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -21,17 +23,25 @@
 namespace gpustream::client {
 
 // Enqueue methods return at once, without a round trip: the command joins
-// the session's Submit stream. A command the server rejects (an unknown id,
-// a wrong argument kind, an out-of-range copy) is reported, with its code
-// and message, by the session's next synchronize() — of any queue, as CUDA
-// reports asynchronous errors at the next synchronizing call. A failure on
-// the device makes the queue's error sticky: synchronize() keeps returning
-// it and later work on the queue fails with FAILED_PRECONDITION.
+// the session's Submit stream and leaves promptly (see SessionCore). A
+// command the server rejects (an unknown id, a wrong argument kind, an
+// out-of-range copy) is reported by this queue's next synchronize(), with
+// its code and a message naming the call (op, ids, seq): as CUDA reports
+// asynchronous errors at the next synchronizing call, but never to another
+// queue's caller. Rejections of commands that target no queue (creating or
+// destroying events, flags, buffers) are reported by the next synchronize()
+// of any queue. A failure on the device makes the queue's error sticky:
+// synchronize() keeps returning it and later work on the queue fails with
+// FAILED_PRECONDITION. An object of another session (or a moved-from
+// handle) is caught by the client and reported the same way, never sent.
 class Queue : public Handle {
  public:
   Queue() = default;
   // `owned`: destroy the server queue with the handle (not the default one).
   Queue(std::shared_ptr<SessionCore> core, uint64_t id, bool owned);
+  ~Queue();  // Destroys an owned queue; see Release.
+  Queue(Queue&& other) noexcept;
+  Queue& operator=(Queue&& other) noexcept;
 
   // Records a new event at this point of the queue.
   Event record_event(bool enable_timing = false);
@@ -55,6 +65,8 @@ class Queue : public Handle {
               Dim3 block, std::initializer_list<Arg> args,
               uint32_t shared_memory_bytes = 0);
 
+  // Copies `bytes` now (the caller may reuse them at once); a large write
+  // travels as several commands of at most SessionCore::kMaxWritePiece.
   void write(const Buffer& dst, uint64_t offset, absl::string_view bytes);
   // Blocks until the queue has reached and run the copy.
   absl::StatusOr<std::string> read(const Buffer& src, uint64_t offset,
@@ -80,16 +92,36 @@ class Queue : public Handle {
   }
 
   // Blocks until all work enqueued so far has completed. Returns the first
-  // pending asynchronous error of the session, else the queue's sticky
-  // error. A zero timeout waits without limit.
+  // pending rejection of a command on this queue (or of a queue-less
+  // command), else the queue's sticky error. A zero timeout waits without
+  // limit.
   absl::Status synchronize(absl::Duration timeout = absl::ZeroDuration());
   // Whether the queue is idle (a round trip).
   absl::StatusOr<bool> is_idle();
 
  private:
-  // Created on the first enqueue_host_func: the flag the queue waits on.
+  // OK if `object` (and `also`, when given) belongs to this queue's
+  // session: else INVALID_ARGUMENT (another session's: its id would name
+  // an object of this one) or FAILED_PRECONDITION (not a live handle).
+  absl::Status Owns(const Handle& object, absl::string_view what,
+                    const Handle* also = nullptr) const;
+  // Enqueues the command `fill` describes if `check` is OK; else files
+  // `check` as its rejection, reported by this queue's next synchronize().
+  void Send(const absl::Status& check,
+            absl::FunctionRef<void(v1::Command&)> fill);
+
+  // Files this queue's pending errors as queue-less ones and destroys an
+  // owned queue, then (once the daemon has) its host-function flags.
+  void Release();
+
+  // Created on the first enqueue_host_func: the flag the queue waits on
+  // (the library stores n once the n-th host function has run), and the
+  // flag the queue writes n into when it reaches the n-th (how the library
+  // finds host functions whose notification a broken stream lost).
   Flag host_flag_;
+  Flag reached_flag_;
   uint64_t host_funcs_ = 0;
+  bool owned_ = false;  // Destroyed with the handle (not the default queue).
 };
 
 }  // namespace gpustream::client

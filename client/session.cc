@@ -10,13 +10,15 @@ Session::Session(std::shared_ptr<SessionCore> core)
 Session::~Session() { (void)close(); }
 
 Queue Session::create_queue(int32_t priority) {
-  const uint64_t id = core_->MintId();
+  // The handle (which routes the queue's errors) exists before the daemon
+  // can refuse the queue.
+  Queue queue(core_, core_->MintId(), /*owned=*/true);
   core_->Enqueue([&](v1::Command& c) {
     auto* create = c.mutable_create_queue();
-    create->set_id(id);
+    create->set_id(queue.id());
     create->set_priority(priority);
   });
-  return Queue(core_, id, /*owned=*/true);
+  return queue;
 }
 
 Event Session::create_event(bool enable_timing) {
@@ -53,7 +55,7 @@ absl::StatusOr<Buffer> Session::allocate(uint64_t size_bytes, MemoryKind kind) {
 
 absl::Status Session::flush() { return core_->Flush(); }
 
-absl::Status Session::take_error() { return core_->TakeError(); }
+absl::Status Session::take_error() { return core_->TakeError(0); }
 
 absl::Status Session::close() {
   // Handles still alive would enqueue their destruction after the close;

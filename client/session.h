@@ -23,6 +23,8 @@ class Session {
   ~Session();  // close()s.
 
   const std::string& id() const { return core_->id(); }
+  // The engine behind the session (for tests and advanced use).
+  SessionCore& core() { return *core_; }
   // The session's default queue, created with the session.
   Queue& default_queue() { return default_queue_; }
 
@@ -36,12 +38,16 @@ class Session {
   absl::StatusOr<Buffer> allocate(uint64_t size_bytes,
                                   MemoryKind kind = MemoryKind::kDevice);
 
-  // Sends batched commands now (normally sent when a batch fills or a call
-  // waits for an answer).
+  // Waits until every command enqueued so far has been written to the
+  // daemon (they leave on their own; this is for callers that then talk to
+  // the daemon another way, e.g. a unary RPC).
   absl::Status flush();
-  // Collects the first asynchronous command failure since the last check.
+  // Collects the first asynchronous command failure since the last check,
+  // of any queue.
   absl::Status take_error();
-  // Closes the session on the server and the streams. Idempotent.
+  // Closes the session on the server and the streams. Idempotent. Takes at
+  // most SessionCore::kCloseTimeout (10 s), plus the rest of a host function
+  // that is running; must not be called from a host function.
   absl::Status close();
 
  private:

@@ -1,10 +1,11 @@
 // The client session engine.
 #include "client/session_core.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "client/wire.h"
 
 namespace gpustream::client {
@@ -13,6 +14,10 @@ namespace {
 absl::Status FromProto(const v1::Status& s) {
   return absl::Status(static_cast<absl::StatusCode>(s.code()), s.message());
 }
+
+// Room for a command's tag, length and seq (measured before the seq is
+// set) inside its SubmitRequest.
+constexpr size_t kCommandFraming = 24;
 
 }  // namespace
 
@@ -32,82 +37,187 @@ SessionCore::SessionCore(std::shared_ptr<grpc::Channel> channel,
       stub_(v1::GpuStream::NewStub(channel)) {
   stream_context_ = NewClientContext(token_);
   stream_ = stub_->Submit(stream_context_.get());
-  batch_.set_session_id(session_id_);
+  writer_ = std::thread(&SessionCore::WriteLoop, this);
   reader_ = std::thread(&SessionCore::ReadLoop, this);
 }
 
 SessionCore::~SessionCore() { (void)Close(); }
 
 uint64_t SessionCore::Enqueue(absl::FunctionRef<void(v1::Command&)> fill) {
-  absl::MutexLock lock(&batch_mu_);
+  v1::Command command;
+  fill(command);
+  // A dropped command's failure is the stream's or the closed session's,
+  // which every later call reports.
+  return Push(std::move(command), nullptr, Answer::kAck).value_or(0);
+}
+
+uint64_t SessionCore::Reject(absl::FunctionRef<void(v1::Command&)> fill,
+                             const absl::Status& status) {
+  v1::Command command;
+  fill(command);
+  return FileRejection(CommandRecord::Of(command), status);
+}
+
+uint64_t SessionCore::FileRejection(CommandRecord record,
+                                    const absl::Status& status) {
+  absl::MutexLock lock(&mu_);
+  // A seq of its own, never sent: the report names and orders it like a
+  // rejection by the daemon.
   const uint64_t seq = next_seq_++;
-  v1::Command* command = batch_.add_commands();
-  command->set_seq(seq);
-  fill(*command);
-  if (batch_.commands_size() >= kMaxBatch) (void)FlushLocked();
+  unsettled_.emplace(seq, std::move(record));
+  RecordFailure(seq, status);
   return seq;
 }
 
-absl::Status SessionCore::Flush() {
-  absl::MutexLock lock(&batch_mu_);
-  return FlushLocked();
-}
-
-absl::Status SessionCore::FlushLocked() {
-  if (batch_.commands_size() == 0) return absl::OkStatus();
-  if (writes_done_) {
-    batch_.clear_commands();
+absl::Status SessionCore::RefusalLocked() const {
+  if (closed_) {
     return absl::FailedPreconditionError(
         absl::StrCat("session ", session_id_, " is closed"));
   }
-  const bool ok = stream_->Write(batch_);
-  // Clear keeps the command objects allocated for the next batch.
-  batch_.clear_commands();
-  if (!ok) {
-    absl::MutexLock lock(&mu_);
-    return stream_error_.ok()
-               ? absl::UnavailableError("the Submit stream is broken")
-               : stream_error_;
+  if (!stream_error_.ok()) return stream_error_;
+  if (writer_done_) {
+    return absl::UnavailableError(absl::StrCat("the Submit stream of session ",
+                                               session_id_, " is broken"));
   }
   return absl::OkStatus();
+}
+
+void SessionCore::DestroyQueue(uint64_t queue_id,
+                               std::vector<uint64_t> flags_after) {
+  v1::Command command;
+  command.mutable_destroy_queue()->set_queue_id(queue_id);
+  (void)Push(std::move(command), nullptr, Answer::kAck, std::move(flags_after));
+}
+
+absl::StatusOr<uint64_t> SessionCore::Push(v1::Command command,
+                                           std::shared_ptr<Waiter> waiter,
+                                           Answer answer,
+                                           std::vector<uint64_t> flags_after,
+                                           bool may_block) {
+  const size_t bytes = command.ByteSizeLong() + kCommandFraming;
+  CommandRecord record;
+  if (waiter == nullptr) {
+    record = CommandRecord::Of(command);
+    record.flags_after = std::move(flags_after);
+  }
+  // A request holds the session id besides its commands.
+  const size_t request_bytes = session_id_.size() + kCommandFraming;
+  if (request_bytes + bytes > kMaxBatchBytes) {
+    // It would break the stream (and every queue with it) at the daemon's
+    // message bound: refuse it alone.
+    const absl::Status refused = absl::InvalidArgumentError(absl::StrCat(
+        "the command is ", bytes, " bytes; one request carries at most ",
+        kMaxBatchBytes - request_bytes, " bytes of commands"));
+    if (waiter != nullptr) return refused;
+    return FileRejection(std::move(record), refused);
+  }
+
+  absl::MutexLock lock(&mu_);
+  while (may_block && pending_bytes_ >= kMaxPendingBytes &&
+         stream_error_.ok() && !writer_done_ && !closed_) {
+    space_cv_.Wait(&mu_);
+  }
+  if (absl::Status refused = RefusalLocked(); !refused.ok()) return refused;
+  const uint64_t seq = next_seq_++;
+  command.set_seq(seq);
+  if (waiter != nullptr) {
+    waiters_.emplace(seq, waiter);
+    if (answer == Answer::kAck) ack_waiters_.emplace(seq, std::move(waiter));
+  } else {
+    unsettled_.emplace(seq, std::move(record));
+  }
+  if (batches_.empty() ||
+      batches_.back().request.commands_size() >= kMaxBatchCommands ||
+      batches_.back().bytes + bytes > kMaxBatchBytes) {
+    batches_.emplace_back();
+    batches_.back().request.set_session_id(session_id_);
+    batches_.back().bytes = request_bytes;
+    pending_bytes_ += request_bytes;
+  }
+  Batch& batch = batches_.back();
+  batch.request.mutable_commands()->Add(std::move(command));
+  batch.bytes += bytes;
+  batch.last_seq = seq;
+  queued_seq_ = seq;
+  pending_bytes_ += bytes;  // The writer takes a batch's `bytes` back off.
+  work_cv_.Signal();
+  return seq;
+}
+
+void SessionCore::WriteLoop() {
+  bool broken = false;
+  for (;;) {
+    Batch batch;
+    {
+      absl::MutexLock lock(&mu_);
+      while (batches_.empty() && !stop_writer_ && !read_ended_) {
+        work_cv_.Wait(&mu_);
+      }
+      if (stop_writer_ || read_ended_) break;
+      batch = std::move(batches_.front());
+      batches_.pop_front();
+      writing_ = true;
+    }
+    // The only stream write; no lock is held across it.
+    const bool ok = stream_->Write(batch.request);
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    pending_bytes_ -= batch.bytes;
+    if (ok) written_seq_ = batch.last_seq;
+    space_cv_.SignalAll();
+    if (!ok) {
+      broken = true;
+      break;
+    }
+  }
+  bool half_close;
+  {
+    absl::MutexLock lock(&mu_);
+    half_close = !broken && !read_ended_;
+  }
+  if (half_close) stream_->WritesDone();
+  absl::MutexLock lock(&mu_);
+  // What was never sent will not be: its waiters learn why from FailAll.
+  batches_.clear();
+  pending_bytes_ = 0;
+  writer_done_ = true;
+  space_cv_.SignalAll();
+}
+
+absl::Status SessionCore::Flush() {
+  absl::MutexLock lock(&mu_);
+  // A command dropped because the session is closed or its stream broke
+  // took no seq: say so rather than report it sent.
+  if (absl::Status refused = RefusalLocked(); !refused.ok()) return refused;
+  const uint64_t target = queued_seq_;
+  while (written_seq_ < target && !writer_done_ && stream_error_.ok()) {
+    space_cv_.Wait(&mu_);
+  }
+  if (written_seq_ >= target) return absl::OkStatus();
+  if (!stream_error_.ok()) return stream_error_;
+  return absl::FailedPreconditionError(
+      absl::StrCat("session ", session_id_, " is closed"));
 }
 
 absl::StatusOr<v1::CommandResult> SessionCore::Call(
     absl::FunctionRef<void(v1::Command&)> fill, Answer answer,
     absl::Duration timeout) {
   auto waiter = std::make_shared<Waiter>();
-  uint64_t seq;
-  {
-    absl::MutexLock lock(&batch_mu_);
-    {
-      absl::MutexLock state(&mu_);
-      if (!stream_error_.ok()) return stream_error_;
-    }
-    seq = next_seq_++;
-    v1::Command* command = batch_.add_commands();
-    command->set_seq(seq);
-    fill(*command);
-    if (command->has_read_buffer()) {
-      waiter->read_size = command->read_buffer().size();
-    }
-    {
-      absl::MutexLock state(&mu_);
-      waiters_.emplace(seq, waiter);
-      if (answer == Answer::kAck) ack_waiters_.emplace(seq, waiter);
-    }
-    if (absl::Status s = FlushLocked(); !s.ok()) {
-      absl::MutexLock state(&mu_);
-      waiters_.erase(seq);
-      ack_waiters_.erase(seq);
-      return s;
-    }
+  v1::Command command;
+  fill(command);
+  if (command.has_read_buffer()) {
+    waiter->read_size = command.read_buffer().size();
   }
+  absl::StatusOr<uint64_t> seq = Push(std::move(command), waiter, answer);
+  if (!seq.ok()) return seq.status();
   if (!waiter->done.WaitForNotificationWithTimeout(timeout)) {
-    absl::MutexLock state(&mu_);
-    ack_waiters_.erase(seq);
-    if (waiters_.erase(seq) > 0) {
+    absl::MutexLock lock(&mu_);
+    ack_waiters_.erase(*seq);
+    if (waiters_.erase(*seq) > 0) {
+      // Its answer may still come: it belongs to nobody now.
+      abandoned_.insert(*seq);
       return absl::DeadlineExceededError(
-          absl::StrCat("no answer to command seq ", seq, " within ",
+          absl::StrCat("no answer to command seq ", *seq, " within ",
                        absl::FormatDuration(timeout)));
     }
   }
@@ -115,25 +225,74 @@ absl::StatusOr<v1::CommandResult> SessionCore::Call(
   return std::move(waiter->result);
 }
 
-absl::Status SessionCore::TakeError() {
-  absl::MutexLock lock(&mu_);
-  absl::Status error = std::exchange(first_error_, absl::OkStatus());
-  const uint64_t more = std::exchange(more_errors_, 0);
-  if (more > 0) {
-    return absl::Status(error.code(),
-                        absl::StrCat(error.message(), " (and ", more,
-                                     " later command failure(s))"));
+void SessionCore::AddToSlot(ErrorSlot& slot, uint64_t seq,
+                            absl::Status status) {
+  if (slot.first.ok()) {
+    slot.seq = seq;
+    slot.first = std::move(status);
+    return;
   }
-  return error;
+  ++slot.more;
+  if (seq < slot.seq) {
+    slot.seq = seq;
+    slot.first = std::move(status);
+  }
 }
 
-void SessionCore::RecordError(const absl::Status& status) {
-  absl::MutexLock lock(&mu_);
-  if (first_error_.ok()) {
-    first_error_ = status;
-  } else {
-    ++more_errors_;
+void SessionCore::MergeSlot(ErrorSlot& into, ErrorSlot from) {
+  if (from.first.ok()) return;
+  into.more += from.more;
+  AddToSlot(into, from.seq, std::move(from.first));
+}
+
+absl::Status SessionCore::TakeError(uint64_t queue_id) {
+  ErrorSlot taken;
+  {
+    absl::MutexLock lock(&mu_);
+    MergeSlot(taken, std::exchange(session_errors_, ErrorSlot()));
+    if (queue_id == 0) {
+      for (auto& [id, slot] : queue_errors_) MergeSlot(taken, std::move(slot));
+      queue_errors_.clear();
+    } else if (auto it = queue_errors_.find(queue_id);
+               it != queue_errors_.end()) {
+      MergeSlot(taken, std::move(it->second));
+      queue_errors_.erase(it);
+    }
   }
+  if (taken.more == 0) return taken.first;
+  return absl::Status(taken.first.code(),
+                      absl::StrCat(taken.first.message(), " (and ", taken.more,
+                                   " later command failure(s))"));
+}
+
+void SessionCore::AttachQueue(uint64_t queue_id) {
+  absl::MutexLock lock(&mu_);
+  live_queues_.insert(queue_id);
+}
+
+void SessionCore::DetachQueue(uint64_t queue_id) {
+  absl::MutexLock lock(&mu_);
+  live_queues_.erase(queue_id);
+  if (auto it = queue_errors_.find(queue_id); it != queue_errors_.end()) {
+    MergeSlot(session_errors_, std::move(it->second));
+    queue_errors_.erase(it);
+  }
+}
+
+void SessionCore::RecordFailure(uint64_t seq, const absl::Status& status) {
+  std::string what = "a command";
+  uint64_t queue_id = 0;
+  if (auto it = unsettled_.find(seq); it != unsettled_.end()) {
+    what = it->second.Describe();
+    queue_id = it->second.queue_id;
+    unsettled_.erase(it);
+  }
+  absl::Status error(status.code(), absl::StrCat(what, " (seq ", seq,
+                                                 "): ", status.message()));
+  ErrorSlot& slot = queue_id != 0 && live_queues_.contains(queue_id)
+                        ? queue_errors_[queue_id]
+                        : session_errors_;
+  AddToSlot(slot, seq, std::move(error));
 }
 
 bool SessionCore::JoinReadPiece(v1::CommandResult& result,
@@ -171,6 +330,7 @@ void SessionCore::ReadLoop() {
   // Reads arriving in pieces: the data so far, by seq. Only this thread
   // uses it.
   absl::flat_hash_map<uint64_t, std::string> partial_reads;
+  std::vector<std::shared_ptr<Waiter>> acked;
   while (stream_->Read(&response)) {
     for (v1::CommandResult& result : *response.mutable_results()) {
       if (result.has_read_buffer() &&
@@ -183,14 +343,30 @@ void SessionCore::ReadLoop() {
       }
       absl::Status status = FromProto(result.status());
       std::shared_ptr<Waiter> waiter;
+      std::vector<uint64_t> flags_after;
       {
         absl::MutexLock lock(&mu_);
+        if (auto it = unsettled_.find(result.seq()); it != unsettled_.end()) {
+          flags_after = std::move(it->second.flags_after);
+        }
         auto it = waiters_.find(result.seq());
         if (it != waiters_.end()) {
           waiter = std::move(it->second);
           waiters_.erase(it);
           ack_waiters_.erase(result.seq());
+        } else if (abandoned_.erase(result.seq()) > 0) {
+          // The caller gave up waiting (its timeout): it was told so.
+        } else if (!status.ok()) {
+          RecordFailure(result.seq(), status);
+        } else {
+          unsettled_.erase(result.seq());
         }
+      }
+      for (uint64_t flag_id : flags_after) {
+        v1::Command destroy;
+        destroy.mutable_destroy_flag()->set_flag_id(flag_id);
+        (void)Push(std::move(destroy), nullptr, Answer::kAck, {},
+                   /*may_block=*/false);
       }
       if (waiter != nullptr) {
         if (status.ok()) {
@@ -199,28 +375,42 @@ void SessionCore::ReadLoop() {
           waiter->result = status;
         }
         waiter->done.Notify();
-      } else if (!status.ok()) {
-        RecordError(absl::Status(
-            status.code(), absl::StrCat("command seq ", result.seq(), ": ",
-                                        status.message())));
       }
     }
     // Commands acknowledged without a result have succeeded; this
     // response's results came first.
-    std::vector<std::shared_ptr<Waiter>> acked;
+    const uint64_t completed = response.completed_seq();
     {
       absl::MutexLock lock(&mu_);
-      auto end = ack_waiters_.upper_bound(response.completed_seq());
+      auto end = ack_waiters_.upper_bound(completed);
       for (auto it = ack_waiters_.begin(); it != end; ++it) {
         waiters_.erase(it->first);
         acked.push_back(std::move(it->second));
       }
       ack_waiters_.erase(ack_waiters_.begin(), end);
+      // An abandoned kAck call that succeeded is settled here.
+      for (auto it = abandoned_.begin();
+           it != abandoned_.end() && *it <= completed;) {
+        it = abandoned_.erase(it);
+      }
+      // Settled, except commands whose own result is still to come.
+      for (auto it = unsettled_.begin();
+           it != unsettled_.end() && it->first <= completed;) {
+        it = it->second.expects_result ? std::next(it) : unsettled_.erase(it);
+      }
     }
     for (auto& waiter : acked) {
       waiter->result = v1::CommandResult();
       waiter->done.Notify();
     }
+    acked.clear();
+  }
+  {
+    // Finish must not race a write: stop the writer first.
+    absl::MutexLock lock(&mu_);
+    read_ended_ = true;
+    work_cv_.SignalAll();
+    while (!writer_done_) space_cv_.Wait(&mu_);
   }
   absl::Status final_status = FromGrpc(stream_->Finish());
   if (final_status.ok()) {
@@ -228,6 +418,7 @@ void SessionCore::ReadLoop() {
         absl::StrCat("session ", session_id_, " is closed"));
   }
   FailAll(final_status);
+  reader_done_.Notify();
 }
 
 void SessionCore::FailAll(const absl::Status& status) {
@@ -237,6 +428,9 @@ void SessionCore::FailAll(const absl::Status& status) {
     if (stream_error_.ok()) stream_error_ = status;
     waiters.swap(waiters_);
     ack_waiters_.clear();
+    unsettled_.clear();
+    abandoned_.clear();
+    space_cv_.SignalAll();
   }
   for (auto& [seq, waiter] : waiters) {
     waiter->result = status;
@@ -245,88 +439,199 @@ void SessionCore::FailAll(const absl::Status& status) {
 }
 
 void SessionCore::AddHostFunc(uint64_t callback_id, std::function<void()> fn,
-                              uint64_t flag_id, uint64_t value) {
+                              HostFuncFlags flags) {
   absl::MutexLock lock(&mu_);
-  host_funcs_.emplace(callback_id, HostFunc{std::move(fn), flag_id, value});
-  if (watch_context_ == nullptr && !closed_) {
-    watch_context_ = NewClientContext(token_);
+  host_funcs_.emplace(callback_id, HostFunc{std::move(fn), flags});
+  if (!watching_ && !closed_) {
+    watching_ = true;
     watcher_ = std::thread(&SessionCore::WatchLoop, this);
+  }
+}
+
+void SessionCore::RunHostFunc(HostFunc host_func) {
+  host_func.fn();
+  // Let the queue go on past its WaitHostValue. A unary call: it needs no
+  // room on the Submit stream, which may be waiting for this very queue.
+  v1::SignalFlagRequest request;
+  request.set_session_id(session_id_);
+  request.set_flag_id(host_func.flags.release_flag_id);
+  request.set_value(host_func.flags.ticket);
+  v1::SignalFlagResponse response;
+  auto context = NewClientContext(token_);
+  context->set_deadline(absl::ToChronoTime(absl::Now() + kCloseTimeout));
+  const absl::Status status =
+      FromGrpc(stub_->SignalFlag(context.get(), request, &response));
+  absl::MutexLock lock(&mu_);
+  if (!status.ok() && !closed_) {
+    AddToSlot(session_errors_, next_seq_,
+              absl::Status(status.code(),
+                           absl::StrCat("releasing a queue after its host "
+                                        "function (signal_flag ",
+                                        host_func.flags.release_flag_id,
+                                        "): ", status.message())));
+  }
+}
+
+void SessionCore::RecoverLostHostFuncs() {
+  absl::flat_hash_set<uint64_t> reached_flags;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, host_func] : host_funcs_) {
+      reached_flags.insert(host_func.flags.reached_flag_id);
+    }
+  }
+  for (uint64_t flag_id : reached_flags) {
+    v1::ReadFlagRequest request;
+    request.set_session_id(session_id_);
+    request.set_flag_id(flag_id);
+    v1::ReadFlagResponse response;
+    auto context = NewClientContext(token_);
+    context->set_deadline(absl::ToChronoTime(absl::Now() + kCloseTimeout));
+    if (!stub_->ReadFlag(context.get(), request, &response).ok()) continue;
+    std::vector<HostFunc> due;
+    {
+      absl::MutexLock lock(&mu_);
+      for (auto it = host_funcs_.begin(); it != host_funcs_.end();) {
+        const HostFuncFlags& flags = it->second.flags;
+        if (flags.reached_flag_id == flag_id &&
+            flags.ticket <= response.value()) {
+          due.push_back(std::move(it->second));
+          host_funcs_.erase(it++);
+        } else {
+          ++it;
+        }
+      }
+    }
+    std::sort(due.begin(), due.end(), [](const HostFunc& a, const HostFunc& b) {
+      return a.flags.ticket < b.flags.ticket;
+    });
+    for (HostFunc& host_func : due) RunHostFunc(std::move(host_func));
   }
 }
 
 void SessionCore::WatchLoop() {
   v1::WatchNotificationsRequest request;
   request.set_session_id(session_id_);
-  grpc::ClientContext* context;
-  {
-    absl::MutexLock lock(&mu_);
-    context = watch_context_.get();
-  }
-  auto reader = stub_->WatchNotifications(context, request);
-  v1::Notification notification;
-  while (reader->Read(&notification)) {
-    if (notification.has_notifications_dropped()) {
-      // The daemon's bound on unread notifications was reached (a host
-      // function ran long): host functions among the dropped ones will not
-      // run, and the queues waiting for them stay blocked. Say so at the
-      // next synchronize rather than hang silently.
-      RecordError(absl::DataLossError(absl::StrCat(
-          notification.notifications_dropped().count(),
-          " notifications of session ", session_id_,
-          " were dropped by the daemon; host functions among them will not "
-          "run")));
-      continue;
-    }
-    if (!notification.has_host_func_reached()) continue;
-    const uint64_t callback_id = notification.host_func_reached().callback_id();
-    HostFunc host_func;
+  constexpr absl::Duration kFirstBackoff = absl::Milliseconds(10);
+  absl::Duration backoff = kFirstBackoff;
+  for (;;) {
+    grpc::ClientContext* context;
     {
       absl::MutexLock lock(&mu_);
-      auto it = host_funcs_.find(callback_id);
-      if (it == host_funcs_.end()) continue;
-      host_func = std::move(it->second);
-      host_funcs_.erase(it);
+      if (closed_) return;
+      watch_context_ = NewClientContext(token_);
+      context = watch_context_.get();
     }
-    host_func.fn();
-    // Let the queue go on past its WaitHostValue.
-    Enqueue([&](v1::Command& c) {
-      auto* signal = c.mutable_signal_flag();
-      signal->set_flag_id(host_func.flag_id);
-      signal->set_value(host_func.value);
-    });
-    (void)Flush();
+    auto reader = stub_->WatchNotifications(context, request);
+    // Notifications the broken stream lost: found by the reached flags.
+    if (watch_streams_opened_.fetch_add(1) > 0) RecoverLostHostFuncs();
+    v1::Notification notification;
+    while (reader->Read(&notification)) {
+      backoff = kFirstBackoff;
+      if (notification.has_notifications_dropped()) {
+        // The daemon's bound on unread notifications was reached (host
+        // functions ran long). The host functions among the dropped ones
+        // are found by their reached flags; the others were informational
+        // (queue errors also come from synchronize).
+        RecoverLostHostFuncs();
+        continue;
+      }
+      if (!notification.has_host_func_reached()) continue;
+      HostFunc host_func;
+      {
+        absl::MutexLock lock(&mu_);
+        auto it =
+            host_funcs_.find(notification.host_func_reached().callback_id());
+        if (it == host_funcs_.end()) continue;
+        host_func = std::move(it->second);
+        host_funcs_.erase(it);
+      }
+      RunHostFunc(std::move(host_func));
+    }
+    const grpc::Status status = reader->Finish();
+    absl::MutexLock lock(&mu_);
+    if (closed_) return;
+    // OK: the daemon ended the session's notifications (it is gone); other
+    // codes but a transport failure or a cancel will not heal either.
+    const grpc::StatusCode code = status.error_code();
+    if (code != grpc::StatusCode::UNAVAILABLE &&
+        code != grpc::StatusCode::CANCELLED &&
+        code != grpc::StatusCode::DEADLINE_EXCEEDED &&
+        code != grpc::StatusCode::INTERNAL) {
+      if (!status.ok()) {
+        AddToSlot(session_errors_, next_seq_,
+                  absl::Status(static_cast<absl::StatusCode>(code),
+                               absl::StrCat("the notification stream ended: ",
+                                            status.error_message())));
+      }
+      return;
+    }
+    // The stream broke: notifications published meanwhile wait in the
+    // daemon's backlog for the next one.
+    watch_cv_.WaitWithTimeout(&mu_, backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(1));
   }
-  (void)reader->Finish();
+}
+
+void SessionCore::BreakNotificationStreamForTesting() {
+  absl::MutexLock lock(&mu_);
+  if (watch_context_ != nullptr) watch_context_->TryCancel();
 }
 
 absl::Status SessionCore::Close() {
+  const absl::Time deadline = absl::Now() + kCloseTimeout;
+  absl::Status flushed;
   {
     absl::MutexLock lock(&mu_);
     if (closed_) return absl::OkStatus();
     closed_ = true;
+    space_cv_.SignalAll();  // Enqueues blocked on backpressure give up.
+    // Send what is pending, so commands keep their order with the close.
+    const absl::Time flush_by = absl::Now() + kCloseTimeout / 4;
+    while ((!batches_.empty() || writing_) && !writer_done_ &&
+           !space_cv_.WaitWithDeadline(&mu_, flush_by)) {
+    }
+    if (!batches_.empty() || writing_) {
+      flushed = absl::DeadlineExceededError(absl::StrCat(
+          "session ", session_id_, ": pending commands were not sent within ",
+          absl::FormatDuration(kCloseTimeout / 4)));
+    } else if (!stream_error_.ok()) {
+      flushed = stream_error_;
+    }
+    stop_writer_ = true;
+    work_cv_.SignalAll();
   }
-  absl::Status flushed = Flush();
   // Closing on the server first releases any wait a command is parked on,
   // so the stream can drain.
   v1::CloseSessionRequest request;
   request.set_session_id(session_id_);
   v1::CloseSessionResponse response;
   auto context = NewClientContext(token_);
-  context->set_deadline(std::chrono::system_clock::now() +
-                        std::chrono::seconds(60));
+  context->set_deadline(
+      absl::ToChronoTime(std::min(deadline, absl::Now() + kCloseTimeout / 2)));
   absl::Status closed =
       FromGrpc(stub_->CloseSession(context.get(), request, &response));
-  {
-    absl::MutexLock lock(&batch_mu_);
-    writes_done_ = true;
-    stream_->WritesDone();
+  // The writer half-closes the stream; the daemon then ends it. A daemon
+  // that does not is cut off at the deadline.
+  if (!reader_done_.WaitForNotificationWithDeadline(deadline)) {
+    stream_context_->TryCancel();
   }
+  writer_.join();
   reader_.join();
   {
     absl::MutexLock lock(&mu_);
     if (watch_context_ != nullptr) watch_context_->TryCancel();
+    watch_cv_.SignalAll();
   }
   if (watcher_.joinable()) watcher_.join();
+  // Host functions that never ran: what they hold is released here (they
+  // may hold handles, and so this object), outside the lock.
+  absl::flat_hash_map<uint64_t, HostFunc> never_ran;
+  {
+    absl::MutexLock lock(&mu_);
+    never_ran.swap(host_funcs_);
+  }
+  never_ran.clear();
   return flushed.ok() ? closed : flushed;
 }
 

@@ -1,5 +1,6 @@
-// The client's engine for one session: the Submit stream, command batching,
-// results by seq, and host-function callbacks. Internal to the library.
+// The client's engine for one session: the Submit stream, prompt batched
+// sending, results by seq, errors by queue, and host-function callbacks.
+// Internal to the library.
 #ifndef GPUSTREAM_CLIENT_SESSION_CORE_H_
 #define GPUSTREAM_CLIENT_SESSION_CORE_H_
 
@@ -7,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -14,13 +16,17 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/btree_map.h"
+#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "client/command_record.h"
 #include "proto/gpustream/v1/gpustream.grpc.pb.h"
 
 namespace gpustream::client {
@@ -28,15 +34,35 @@ namespace gpustream::client {
 // A call context carrying "authorization: Bearer <token>" (none if empty).
 std::unique_ptr<grpc::ClientContext> NewClientContext(const std::string& token);
 
-// Thread-safe. Commands are appended to a batch and sent when the batch is
-// full or a caller needs an answer (Flush / Call), so enqueueing costs no
-// round trip. The server reports failures of batched commands
-// asynchronously; they are kept, in order, until TakeError collects them
-// (the next synchronize, as CUDA reports asynchronous errors).
+// Thread-safe.
+//
+// Sending: an enqueued command joins the newest pending batch and a writer
+// thread sends batches one at a time: at once when no write is in flight,
+// and while one is, later commands coalesce into the next batch, so a lone
+// command reaches the daemon within a round trip and batching happens under
+// load without a timer. Batches hold at most kMaxBatchCommands commands and
+// kMaxBatchBytes bytes. No lock is held across a stream write: only the
+// writer thread writes, and it takes its batch out under the lock first.
+// Enqueue blocks (backpressure) while kMaxPendingBytes are waiting to be
+// sent.
+//
+// Errors: the server reports failures of commands nobody waits for
+// asynchronously. Each is kept for the queue the command targeted and
+// returned by that queue's next synchronize (TakeError(queue)); failures of
+// commands that target no queue are returned by the next TakeError of any
+// queue. Messages name the call (op and ids) and its seq.
 class SessionCore {
  public:
-  // Commands per SubmitRequest before an automatic flush.
-  static constexpr int kMaxBatch = 512;
+  static constexpr int kMaxBatchCommands = 512;
+  // Under gRPC's default 4 MiB message limit, so any peer accepts it.
+  static constexpr size_t kMaxBatchBytes = 4 << 20;
+  // The largest WriteBuffer payload in one command (larger writes are
+  // split by Queue::write).
+  static constexpr size_t kMaxWritePiece = 1 << 20;
+  static constexpr size_t kMaxPendingBytes = 64 << 20;
+  // How long Close() may take in all (it waits for a host function that is
+  // running to return: user code cannot be stopped).
+  static constexpr absl::Duration kCloseTimeout = absl::Seconds(10);
 
   SessionCore(std::shared_ptr<grpc::Channel> channel, std::string token,
               std::string session_id, uint64_t default_queue_id);
@@ -51,36 +77,71 @@ class SessionCore {
   // A fresh id from the client range [1, 2^63).
   uint64_t MintId() { return next_id_.fetch_add(1); }
 
-  // Appends one command, filled in by `fill`; returns its seq.
+  // Appends one command, filled in by `fill`, to the stream; returns its
+  // seq. After Close (or once the stream broke) the command is dropped.
   uint64_t Enqueue(absl::FunctionRef<void(v1::Command&)> fill);
-  // Sends the batch now.
+  // Files `status` as the rejection of the command `fill` describes, which
+  // is not sent (the client found it wrong); reported like a rejection by
+  // the daemon. Returns its seq.
+  uint64_t Reject(absl::FunctionRef<void(v1::Command&)> fill,
+                  const absl::Status& status);
+  // Waits until every command enqueued before has been written to the
+  // stream (not answered); the stream's error if it broke.
   absl::Status Flush();
+
   // How the server answers a command that succeeds.
   enum class Answer {
     kResult,  // With a CommandResult (waiting or data-carrying commands).
     kAck,     // Only through completed_seq (plain commands).
   };
-
-  // Enqueues, flushes and waits for the command's outcome; the status is the
+  // Enqueues and waits for the command's outcome; the status is the
   // command's own. `timeout` bounds the wait (infinite by default).
   absl::StatusOr<v1::CommandResult> Call(
       absl::FunctionRef<void(v1::Command&)> fill,
       Answer answer = Answer::kResult,
       absl::Duration timeout = absl::InfiniteDuration());
 
-  // The first failure of a batched command since the last call (OK if none);
-  // later ones are counted in its message.
-  absl::Status TakeError();
+  // The first failure, since the last call, of a command that targeted
+  // `queue_id` or no queue (OK if none); later ones are counted in its
+  // message. With `queue_id` 0: the first of every queue's.
+  absl::Status TakeError(uint64_t queue_id);
 
+  // Enqueues destroy_queue; once the daemon answers it, destroy_flag for
+  // each of `flags_after`.
+  void DestroyQueue(uint64_t queue_id, std::vector<uint64_t> flags_after);
+
+  // Queue handles register their ids while they live; failures for queues
+  // with no live handle are reported as queue-less ones.
+  void AttachQueue(uint64_t queue_id);
+  void DetachQueue(uint64_t queue_id);
+
+  // How a queue shows it reached, and is held at, one host function: the
+  // queue writes `ticket` into `reached_flag_id` right before its
+  // EnqueueHostFunc (all earlier work has completed then), and after it
+  // waits until `release_flag_id` >= `ticket`.
+  struct HostFuncFlags {
+    uint64_t release_flag_id = 0;
+    uint64_t reached_flag_id = 0;
+    uint64_t ticket = 0;
+  };
   // Registers `fn` to run when a HostFuncReached for `callback_id` arrives;
-  // afterwards the library stores `value` into `flag_id`, which the queue
-  // waits on. Starts the notification watcher on first use.
+  // afterwards the library stores the ticket into the release flag. Starts
+  // the notification watcher on first use. The watcher reconnects if its
+  // stream breaks while the session is open, and then (or when the daemon
+  // reports dropped notifications) runs the host functions whose queues
+  // have reached them by their reached flags: each runs exactly once.
   void AddHostFunc(uint64_t callback_id, std::function<void()> fn,
-                   uint64_t flag_id, uint64_t value);
+                   HostFuncFlags flags);
 
-  // Half-closes the stream, waits for outstanding results, closes the
-  // session on the server. Idempotent.
+  // Sends what is pending, closes the session on the server (releasing its
+  // parked waits), ends the streams. Bounded by kCloseTimeout, after which
+  // the streams are cancelled. Idempotent.
   absl::Status Close();
+
+  // Tests: breaks the current notification stream (the watcher reconnects)
+  // and counts the streams the watcher has opened.
+  void BreakNotificationStreamForTesting();
+  int notification_streams_opened() const { return watch_streams_opened_; }
 
  private:
   struct Waiter {
@@ -91,11 +152,34 @@ class SessionCore {
   };
   struct HostFunc {
     std::function<void()> fn;
-    uint64_t flag_id;
-    uint64_t value;
+    HostFuncFlags flags;
+  };
+  // The first pending failure of a queue (or of queue-less commands), by
+  // seq, and how many came after it.
+  struct Batch {
+    v1::SubmitRequest request;
+    size_t bytes = 0;
+    uint64_t last_seq = 0;
+  };
+  struct ErrorSlot {
+    uint64_t seq = 0;
+    absl::Status first;
+    uint64_t more = 0;
   };
 
-  absl::Status FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(batch_mu_);
+  // Adds a filled command to the pending batches; `waiter` (may be null) is
+  // registered for its seq first. Returns the seq, or the stream's error.
+  // `may_block`: wait while kMaxPendingBytes are pending (false on the
+  // reader thread, which must keep reading for them to drain).
+  absl::StatusOr<uint64_t> Push(v1::Command command,
+                                std::shared_ptr<Waiter> waiter, Answer answer,
+                                std::vector<uint64_t> flags_after = {},
+                                bool may_block = true);
+  uint64_t FileRejection(CommandRecord record, const absl::Status& status);
+  // Why no command can be sent any more (closed, or the stream broke); OK
+  // while they can.
+  absl::Status RefusalLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WriteLoop();
   // Results arrive on the reader thread. A read larger than one message
   // comes as several results with its seq (ReadBufferResponse.chunk_offset,
   // `more`); ReadLoop joins them, in order, and hands the waiter one result
@@ -106,9 +190,18 @@ class SessionCore {
   // or the error if the pieces did not follow each other.
   bool JoinReadPiece(v1::CommandResult& result, std::string& partial)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Files a failure reported for `seq` without a waiter.
+  void RecordFailure(uint64_t seq, const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void AddToSlot(ErrorSlot& slot, uint64_t seq, absl::Status status);
+  static void MergeSlot(ErrorSlot& into, ErrorSlot from);
   void WatchLoop();
-  void RecordError(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
-  void FailAll(const absl::Status& status);
+  // Runs a host function, then releases its queue.
+  void RunHostFunc(HostFunc host_func);
+  // Runs, in ticket order, the host functions whose queues' reached flags
+  // show they were passed although no notification came for them.
+  void RecoverLostHostFuncs();
+  void FailAll(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string token_;
   const std::string session_id_;
@@ -120,27 +213,49 @@ class SessionCore {
   std::unique_ptr<
       grpc::ClientReaderWriter<v1::SubmitRequest, v1::SubmitResponse>>
       stream_;
+  std::thread writer_;
   std::thread reader_;
+  absl::Notification reader_done_;
 
-  // Guards the batch and the stream's write side; taken before mu_.
-  absl::Mutex batch_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-  v1::SubmitRequest batch_ ABSL_GUARDED_BY(batch_mu_);
-  uint64_t next_seq_ ABSL_GUARDED_BY(batch_mu_) = 1;
-  bool writes_done_ ABSL_GUARDED_BY(batch_mu_) = false;
+  mutable absl::Mutex mu_;
+  absl::CondVar work_cv_;   // Batches to send, or stopping.
+  absl::CondVar space_cv_;  // Pending bytes fell, or a write ended.
 
-  absl::Mutex mu_;
+  // Sending. Batches wait here in order; the writer takes the oldest.
+  std::deque<Batch> batches_ ABSL_GUARDED_BY(mu_);
+  size_t pending_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t queued_seq_ ABSL_GUARDED_BY(mu_) = 0;   // The last one batched.
+  uint64_t written_seq_ ABSL_GUARDED_BY(mu_) = 0;  // Sent through here.
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_writer_ ABSL_GUARDED_BY(mu_) = false;
+  bool writer_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool read_ended_ ABSL_GUARDED_BY(mu_) = false;  // The writer must stop.
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+
+  // Answers.
   absl::flat_hash_map<uint64_t, std::shared_ptr<Waiter>> waiters_
       ABSL_GUARDED_BY(mu_);
   // Waiters answered by completed_seq, by seq.
   std::map<uint64_t, std::shared_ptr<Waiter>> ack_waiters_ ABSL_GUARDED_BY(mu_);
+  // Commands sent without a waiter and not yet settled, by seq.
+  absl::btree_map<uint64_t, CommandRecord> unsettled_ ABSL_GUARDED_BY(mu_);
+  // Calls whose caller stopped waiting (a client-side timeout), until their
+  // answer comes: it is dropped, never filed as another queue's error.
+  absl::btree_set<uint64_t> abandoned_ ABSL_GUARDED_BY(mu_);
   absl::Status stream_error_ ABSL_GUARDED_BY(mu_);  // Set once broken.
-  absl::Status first_error_ ABSL_GUARDED_BY(mu_);
-  uint64_t more_errors_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::flat_hash_map<uint64_t, HostFunc> host_funcs_ ABSL_GUARDED_BY(mu_);
-  bool closed_ ABSL_GUARDED_BY(mu_) = false;
 
-  // The notification watcher, started by the first host function.
+  // Errors.
+  absl::flat_hash_set<uint64_t> live_queues_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, ErrorSlot> queue_errors_ ABSL_GUARDED_BY(mu_);
+  ErrorSlot session_errors_ ABSL_GUARDED_BY(mu_);
+
+  // Host functions and the notification watcher, started by the first.
+  absl::flat_hash_map<uint64_t, HostFunc> host_funcs_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<grpc::ClientContext> watch_context_ ABSL_GUARDED_BY(mu_);
+  bool watching_ ABSL_GUARDED_BY(mu_) = false;
+  absl::CondVar watch_cv_;  // Close() interrupts the reconnect backoff.
+  std::atomic<int> watch_streams_opened_{0};
   std::thread watcher_;
 };
 

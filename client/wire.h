@@ -32,6 +32,15 @@ inline uint32_t TimeoutMs(absl::Duration timeout) {
       UINT32_MAX));
 }
 
+// How long the client waits for the answer to a call the daemon bounds by
+// `timeout` (a zero timeout: without limit): the daemon's bound plus a
+// grace for the round trip, so a frozen daemon or a silent network cannot
+// hold the caller past it.
+inline absl::Duration ClientWait(absl::Duration timeout) {
+  if (timeout <= absl::ZeroDuration()) return absl::InfiniteDuration();
+  return timeout + absl::Seconds(2);
+}
+
 }  // namespace gpustream::client
 
 #endif  // GPUSTREAM_CLIENT_WIRE_H_

@@ -162,11 +162,19 @@ TEST_P(EndToEndTest, SessionsAreIsolated) {
   (*alice)->default_queue().fill(*secret, 0, 16, 0x5ec7e7);
   const absl::Status filled = (*alice)->default_queue().synchronize();
   ASSERT_TRUE(filled.ok()) << filled;
-  // Mallory names Alice's buffer id: it does not exist in her session.
-  auto stolen = (*mallory)->default_queue().read(
-      client::Buffer(nullptr, secret->id(), 16), 0, 16);
-  ASSERT_FALSE(stolen.ok());
-  EXPECT_EQ(stolen.status().code(), absl::StatusCode::kNotFound);
+  // Mallory names Alice's buffer id on the wire (the client library would
+  // refuse a handle of another session): it does not exist in her session.
+  v1::ReadBufferRequest steal;
+  steal.set_session_id((*mallory)->id());
+  steal.set_queue_id((*mallory)->default_queue().id());
+  steal.set_buffer_id(secret->id());
+  steal.set_size(16);
+  v1::ReadBufferResponse stolen;
+  const grpc::Status refused =
+      Unary(&v1::GpuStream::Stub::ReadBuffer, steal, &stolen);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::NOT_FOUND)
+      << refused.error_message();
+  EXPECT_TRUE(stolen.data().empty());
   // Alice's data is untouched and her session still works.
   auto mine = (*alice)->default_queue().read<uint32_t>(*secret, 4);
   ASSERT_TRUE(mine.ok());

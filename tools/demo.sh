@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The main job on the embedded default: installs what is missing, builds,
 # starts gpustreamd on the CPU backend (sample module built in), runs the
-# demo client against it, and stops the daemon cleanly.
+# demo client against it in C++ and then in Python, and stops the daemon
+# cleanly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash tools/setup.sh
-bazel build //server:gpustreamd //examples:demo
+bazel build //server:gpustreamd //examples:demo //examples:demo_py
 
 socket="/tmp/gpustream-demo-$$.sock"
 ready="/tmp/gpustream-demo-$$.ready"
@@ -25,6 +26,9 @@ done
 
 status=0
 bazel-bin/examples/demo --target="unix:$socket" || status=$?
+if ((status == 0)); then
+  bazel-bin/examples/demo_py --target="unix:$socket" || status=$?
+fi
 kill -TERM "$daemon"
 wait "$daemon" || { echo "demo: gpustreamd did not stop cleanly" >&2; exit 1; }
 trap - EXIT

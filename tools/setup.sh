@@ -9,7 +9,8 @@ packages=(
   g++ libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   grpc-proto libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   libc-ares-dev libre2-dev libssl-dev zlib1g-dev
-  python3-grpcio python3-protobuf
+  python3-grpcio python3-protobuf python3-numpy python3-pytest python3-venv
+  python3-setuptools
   clang-format openssl
 )
 

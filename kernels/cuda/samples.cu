@@ -1,4 +1,4 @@
-// The `samples` kernel module of API.md for the CUDA backend.
+// The `samples` kernel module (see docs/api.md) for the CUDA backend.
 //
 // Every kernel runs one thread per element along x only: element
 // i = blockIdx.x * blockDim.x + threadIdx.x (computed in 64 bits), threads

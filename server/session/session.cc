@@ -114,7 +114,7 @@ template <typename T>
 absl::StatusOr<std::shared_ptr<T>> Session::Find(uint64_t id,
                                                  absl::string_view field) {
   absl::MutexLock lock(&mu_);
-  if (closed_) return ClosedError();
+  if (closed_ || refused_) return ClosedError();
   return objects_.Find<T>(id, field);
 }
 
@@ -150,7 +150,7 @@ absl::StatusOr<std::shared_ptr<Queue>> Session::FindLiveQueue(uint64_t id,
 }
 
 absl::Status Session::CheckQuota(bool queue) {
-  if (closed_) return ClosedError();
+  if (closed_ || refused_) return ClosedError();
   if (objects_.size() >= ctx_.limits.max_objects) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "session holds the maximum of ", ctx_.limits.max_objects, " objects"));
@@ -657,7 +657,7 @@ absl::Status Session::LaunchKernel(const v1::LaunchKernelRequest& req,
   {
     // One lock for the queue and every buffer argument: this is the hot path.
     absl::MutexLock lock(&mu_);
-    if (closed_) return ClosedError();
+    if (closed_ || refused_) return ClosedError();
     auto found = objects_.Find<Queue>(req.queue_id(), "queue_id");
     if (!found.ok()) return found.status();
     queue = *std::move(found);
@@ -714,6 +714,13 @@ absl::Status Session::LaunchKernel(const v1::LaunchKernelRequest& req,
 }
 
 // --- Teardown -------------------------------------------------------------
+
+void Session::Refuse(const absl::Status& reason) {
+  absl::MutexLock lock(&mu_);
+  if (closed_ || refused_) return;
+  refused_ = true;
+  ended_reason_ = reason;
+}
 
 void Session::Teardown(const absl::Status& reason) {
   absl::flat_hash_map<uint64_t, Object> objects;

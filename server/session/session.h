@@ -162,6 +162,11 @@ class Session {
   // flags and buffers; close notification streams. Blocks, so call it off
   // the RPC threads. Calls parked on the session get `reason`. Idempotent.
   void Teardown(const absl::Status& reason);
+  // The first step of Teardown alone, on the caller's thread: from now on
+  // every operation is refused as on a closed session (so commands behind a
+  // close_session in a Submit stream fail NOT_FOUND rather than run while
+  // Teardown is on its way). Idempotent.
+  void Refuse(const absl::Status& reason);
 
  private:
   Session(std::string id, SessionOwner owner, SessionContext ctx)
@@ -204,6 +209,7 @@ class Session {
 
   absl::Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool refused_ ABSL_GUARDED_BY(mu_) = false;  // Refuse() ran; closing.
   absl::Status ended_reason_ ABSL_GUARDED_BY(mu_);
   ObjectTable objects_ ABSL_GUARDED_BY(mu_);
   uint32_t queue_count_ ABSL_GUARDED_BY(mu_) = 0;

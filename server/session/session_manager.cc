@@ -231,6 +231,7 @@ void SessionManager::StartTeardown(
     std::shared_ptr<Session> session, absl::Status reason,
     absl::AnyInvocable<void(absl::Status)> done) {
   ++teardowns_in_flight_;
+  session->Refuse(reason);  // At once: later commands must not run on it.
   std::thread([this, session = std::move(session), reason = std::move(reason),
                done = std::move(done)]() mutable {
     session->Teardown(reason);

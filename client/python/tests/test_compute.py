@@ -1,0 +1,116 @@
+"""Kernels and memory: values read back."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+N = 1 << 20  # 1M floats: 4 MiB per vector.
+BLOCK = 256
+
+
+@pytest.mark.parametrize("transport", ["unix", "tcp"])
+def test_vector_add_then_saxpy_on_1m_floats(client, tcp_client, transport):
+    c = client if transport == "unix" else tcp_client
+    with c.open_session(client_name="compute") as session:
+        queue = session.default_queue
+        a, b, out = (session.allocate(N * 4) for _ in range(3))
+        x = np.arange(N, dtype=np.float32)
+        y = np.full(N, 0.25, dtype=np.float32)
+        a.write(x)
+        queue.write(b, y)
+        grid = (N + BLOCK - 1) // BLOCK
+        queue.launch("samples", "vector_add_f32", grid, BLOCK, a, b, out, N)
+        added = queue.read(out, dtype=np.float32)
+        np.testing.assert_array_equal(added, x + y)
+        queue.launch("samples", "saxpy_f32", grid, BLOCK, 2.0, a, out, N)
+        queue.synchronize()
+        result = out.read(dtype=np.float32)
+        np.testing.assert_array_equal(result, np.float32(2.0) * x + (x + y))
+        assert result.flags.writeable
+
+
+def test_writes_larger_than_a_request_round_trip(session):
+    size = 9 * (1 << 20) + 3  # Ten 1 MiB pieces, over two 4 MiB requests.
+    data = np.random.default_rng(7).integers(0, 256, size, dtype=np.uint8)
+    buf = session.allocate(size + 5)
+    before = session._core.stats["requests"]
+    buf.write(data, offset=5)
+    assert bytes(buf.read(size, offset=5)) == data.tobytes()
+    stats = session._core.stats
+    assert stats["max_request_bytes"] <= 4 << 20
+    assert stats["requests"] - before >= 3  # 10 pieces: at most 3 a request.
+
+
+def test_bytes_bytearray_memoryview_and_read_without_dtype(session):
+    buf = session.allocate(12)
+    q = session.default_queue
+    q.write(buf, b"abcd")
+    q.write(buf, bytearray(b"efgh"), offset=4)
+    q.write(buf, memoryview(b"xxijkl")[2:], offset=8)
+    data = q.read(buf)
+    assert isinstance(data, bytes) and data == b"abcdefghijkl"
+    assert buf.read(4, offset=4) == b"efgh"
+
+
+def test_strided_numpy_input_is_written_in_c_order(session):
+    matrix = np.arange(16, dtype=np.uint32).reshape(4, 4)
+    column = matrix[:, 1]  # Not contiguous.
+    buf = session.allocate(16)
+    buf.write(column)
+    np.testing.assert_array_equal(buf.read(dtype=np.uint32), [1, 5, 9, 13])
+
+
+def test_fill_copy_and_kernel_fill(session):
+    q = session.default_queue
+    a, b = session.allocate(64), session.allocate(64)
+    q.fill(a, 0xDEADBEEF)
+    q.copy(a, b, size=32, dst_offset=32)
+    q.launch("samples", "fill_u32", 1, 8, b, 5, 8)
+    words = q.read(b, dtype=np.uint32)
+    np.testing.assert_array_equal(words[:8], [5] * 8)
+    np.testing.assert_array_equal(words[8:], [0xDEADBEEF] * 8)
+
+
+def test_add_u64_and_buffer_offsets(session):
+    counter = session.allocate(16)
+    q = session.create_queue()
+    q.fill(counter, 0)
+    q.launch("samples", "add_u64", 1, 1, (counter, 8), 40)
+    q.launch("samples", "add_u64", 1, 1, (counter, 8), 2)
+    np.testing.assert_array_equal(q.read(counter, dtype=np.uint64), [0, 42])
+    q.close()
+
+
+def test_host_pinned_buffers(session):
+    buf = session.allocate(4096, kind="host_pinned")
+    assert buf.kind == "host_pinned"
+    session.default_queue.launch("samples", "fill_u32", 4, 256, buf, 3, 1024)
+    assert set(buf.read(dtype=np.uint32).tolist()) == {3}
+
+
+def test_the_package_works_without_numpy(daemon):
+    """numpy blocked from import: bytes in and out; a dtype is refused."""
+    script = (
+        "import sys\n"
+        "sys.modules['numpy'] = None  # import numpy now raises ImportError\n"
+        "import grpc, gpustream\n"
+        "with gpustream.connect(sys.argv[1]) as client:\n"
+        "    with client.open_session() as session:\n"
+        "        buf = session.allocate(8)\n"
+        "        buf.write(bytearray(b'12345678'))\n"
+        "        assert buf.read() == b'12345678'\n"
+        "        try:\n"
+        "            buf.read(dtype='float32')\n"
+        "            raise SystemExit('read(dtype=...) did not raise')\n"
+        "        except gpustream.Error as error:\n"
+        "            assert error.code == \\\n"
+        "                grpc.StatusCode.FAILED_PRECONDITION\n"
+        "print('no numpy ok')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    run = subprocess.run([sys.executable, "-c", script, daemon.unix_target],
+                         capture_output=True, text=True, timeout=60, env=env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "no numpy ok" in run.stdout

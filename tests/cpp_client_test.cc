@@ -1,0 +1,308 @@
+// The C++ client's promises, proved against a real gpustreamd process on the
+// CPU backend (the client behaves the same on every backend): enqueued work
+// leaves at once, batches fit the daemon's message bound, a rejection
+// reaches the synchronize of the queue it targeted, no lock is held across a
+// blocked stream write, host functions survive a broken notification
+// stream, and close() is bounded even when the daemon is frozen.
+#include <signal.h>
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "client/gpustream.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/backend_daemon.h"
+#include "tests/client_fixture.h"
+
+namespace gpustream {
+namespace {
+
+using client::Client;
+using client::Queue;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+using CppClientTest = testing::ClientTest;
+
+TEST_F(CppClientTest, ALoneLaunchRunsWhileTheClientSleeps) {
+  client::Flag flag = session_->create_flag();
+  auto counter = session_->allocate(8);
+  ASSERT_TRUE(counter.ok()) << counter.status();
+  Queue& q = session_->default_queue();
+  ASSERT_TRUE(q.synchronize(absl::Seconds(10)).ok());  // The flag exists.
+
+  const absl::Time enqueued = absl::Now();
+  q.launch("samples", "add_u64", {1}, {1}, {*counter, uint64_t{7}});
+  q.write_flag(flag, 1);
+  // No flush, no synchronize: the host "works" while the daemon runs the
+  // launch, and the flag the queue writes after it shows the daemon got it.
+  const bool ran = testing::PollUntil(
+      absl::Seconds(5), [&] { return ReadFlagUnary(flag) == 1; },
+      absl::Milliseconds(1));
+  EXPECT_TRUE(ran) << "the launch never reached the daemon";
+  EXPECT_LT(absl::Now() - enqueued, absl::Seconds(1));
+  auto value = q.read<uint64_t>(*counter, 1);
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_EQ((*value)[0], 7u);
+}
+
+TEST_F(CppClientTest, WritesLargerThanTheMessageBoundArriveWhole) {
+  // A daemon that refuses requests over 4 MiB: the old client sent 512
+  // pending 1 MiB writes in one 512 MiB request.
+  StartSmallMessageDaemon({"--cpu_memory_bytes=134217728"});
+  constexpr size_t kBytes = 40 << 20;
+  auto buffer = session_->allocate(kBytes);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  std::string data(kBytes, '\0');
+  for (size_t i = 0; i < kBytes; ++i) data[i] = static_cast<char>(i * 7 + 3);
+  Queue& q = session_->default_queue();
+  // 24 MiB in 1 MiB writes, pending together, then one 16 MiB write.
+  constexpr size_t kMiB = 1 << 20;
+  for (size_t off = 0; off < 24 * kMiB; off += kMiB) {
+    q.write(*buffer, off, absl::string_view(data).substr(off, kMiB));
+  }
+  q.write(*buffer, 24 * kMiB, absl::string_view(data).substr(24 * kMiB));
+  ASSERT_TRUE(q.synchronize(absl::Seconds(60)).ok());
+  auto back = q.read(*buffer, 0, kBytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(*back == data) << "the bytes read back differ";
+}
+
+TEST_F(CppClientTest, ARejectionReachesOnlyTheQueueItTargeted) {
+  Queue a = session_->create_queue();
+  Queue b = session_->create_queue();
+  auto counter = session_->allocate(8);
+  ASSERT_TRUE(counter.ok()) << counter.status();
+  a.launch("samples", "no_such_kernel", {1}, {1}, {});
+  b.launch("samples", "add_u64", {1}, {1}, {*counter, uint64_t{1}});
+  // b's caller never sees a's error, however often it synchronizes.
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(b.synchronize(absl::Seconds(10)).ok());
+  }
+  const absl::Status s = a.synchronize(absl::Seconds(10));
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+  EXPECT_THAT(s.message(),
+              HasSubstr(absl::StrCat("launch_kernel samples.no_such_kernel "
+                                     "on queue ",
+                                     a.id(), " (seq ")));
+  EXPECT_THAT(s.message(), HasSubstr("no_such_kernel"));
+  // Reported once.
+  EXPECT_TRUE(a.synchronize(absl::Seconds(10)).ok());
+}
+
+TEST_F(CppClientTest, ConcurrentQueuesKeepTheirOwnErrors) {
+  auto counter = session_->allocate(8);
+  ASSERT_TRUE(counter.ok()) << counter.status();
+  constexpr int kRounds = 50;
+  std::atomic<int> wrong{0};
+  std::atomic<int> bad_seen{0};
+  std::thread bad([&] {
+    Queue q = session_->create_queue();
+    for (int i = 0; i < kRounds; ++i) {
+      q.fill(*counter, 0, 6, 0);  // Not a multiple of 4: INVALID_ARGUMENT.
+      const absl::Status s = q.synchronize(absl::Seconds(10));
+      if (s.code() == absl::StatusCode::kInvalidArgument &&
+          absl::StrContains(s.message(), "fill_buffer buffer")) {
+        ++bad_seen;
+      }
+    }
+  });
+  std::thread good([&] {
+    Queue q = session_->create_queue();
+    for (int i = 0; i < kRounds; ++i) {
+      q.launch("samples", "add_u64", {1}, {1}, {*counter, uint64_t{1}});
+      if (!q.synchronize(absl::Seconds(10)).ok()) ++wrong;
+    }
+  });
+  bad.join();
+  good.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(bad_seen.load(), kRounds);
+}
+
+TEST_F(CppClientTest, QueuelessRejectionsReachAnyQueue) {
+  // A session holds 4 objects: the default queue, the counter and 2 events.
+  StartDaemonWithConfig("limits { max_objects_per_session: 4 }\n");
+  auto counter = session_->allocate(8);
+  ASSERT_TRUE(counter.ok()) << counter.status();
+  client::Event e1 = session_->create_event();
+  client::Event e2 = session_->create_event();
+  client::Event e3 = session_->create_event();  // Refused.
+  const absl::Status s = session_->default_queue().synchronize();
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_THAT(s.message(),
+              HasSubstr(absl::StrCat("create_event ", e3.id(), " (seq ")));
+}
+
+TEST_F(CppClientTest, AnotherSessionsObjectsAreCaughtNotAliased) {
+  // Ids are per session: session B's flag 1 sent on a queue of session A
+  // would name A's flag 1. The client refuses it instead.
+  auto other = client_->open_session();
+  ASSERT_TRUE(other.ok()) << other.status();
+  client::Flag mine = session_->create_flag();
+  client::Flag theirs = (*other)->create_flag();
+  ASSERT_EQ(mine.id(), theirs.id());  // Both sessions minted the same id.
+  auto their_buffer = (*other)->allocate(64);
+  ASSERT_TRUE(their_buffer.ok()) << their_buffer.status();
+  Queue& q = session_->default_queue();
+  q.write_flag(theirs, 7);
+  absl::Status s = q.synchronize(absl::Seconds(10));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(),
+              HasSubstr(absl::StrCat("write_flag flag ", theirs.id(),
+                                     " on queue ", q.id())));
+  EXPECT_THAT(s.message(), HasSubstr("belongs to another session"));
+  EXPECT_EQ(ReadFlagUnary(mine), 0u);  // Untouched.
+
+  q.launch("samples", "fill_u32", {1}, {64}, {*their_buffer, 5u, uint64_t{16}});
+  s = q.synchronize(absl::Seconds(10));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("launch_kernel samples.fill_u32"));
+  auto read = q.read(*their_buffer, 0, 4);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(read.status().message(), HasSubstr("belongs to another session"));
+  client::Flag moved_from = session_->create_flag();
+  client::Flag taken = std::move(moved_from);
+  q.wait_for_host_value(moved_from, 1);  // NOLINT: testing use after move.
+  s = q.synchronize(absl::Seconds(10));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+}
+
+TEST_F(CppClientTest, ADestroyedQueuesErrorsGoToTheSession) {
+  Queue& survivor = session_->default_queue();
+  uint64_t gone_id;
+  {
+    Queue doomed = session_->create_queue();
+    gone_id = doomed.id();
+    doomed.launch("samples", "nope", {1}, {1}, {});
+    ASSERT_TRUE(session_->flush().ok());
+  }
+  const absl::Status s = survivor.synchronize(absl::Seconds(10));
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+  EXPECT_THAT(
+      s.message(),
+      HasSubstr(absl::StrCat("launch_kernel samples.nope on queue ", gone_id)));
+}
+
+TEST_F(CppClientTest, EnqueueAndChecksGoOnWhileAWriteIsBlocked) {
+  auto buffer = session_->allocate(32 << 20);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  Queue writer = session_->create_queue();
+  Queue other = session_->create_queue();
+  ASSERT_TRUE(other.synchronize(absl::Seconds(10)).ok());
+  // Freeze the daemon: the stream's flow-control window fills and the
+  // client's stream write blocks.
+  ASSERT_EQ(kill(daemon_->pid(), SIGSTOP), 0);
+  const std::string mib(1 << 20, 'x');
+  for (int i = 0; i < 32; ++i) writer.write(*buffer, i * mib.size(), mib);
+  absl::SleepFor(absl::Milliseconds(300));  // Let the writer block.
+  // Other threads still enqueue and check errors at once.
+  absl::Notification done;
+  std::thread t([&] {
+    other.launch("samples", "noop", {1}, {1}, {});
+    (void)session_->take_error();
+    done.Notify();
+  });
+  const bool prompt = done.WaitForNotificationWithTimeout(absl::Seconds(2));
+  ASSERT_EQ(kill(daemon_->pid(), SIGCONT), 0);
+  t.join();
+  EXPECT_TRUE(prompt) << "an enqueue waited for a blocked stream write";
+  EXPECT_TRUE(writer.synchronize(absl::Seconds(30)).ok());
+  EXPECT_TRUE(other.synchronize(absl::Seconds(30)).ok());
+  auto tail = writer.read(*buffer, (32 << 20) - 4, 4);
+  ASSERT_TRUE(tail.ok()) << tail.status();
+  EXPECT_EQ(*tail, "xxxx");
+}
+
+TEST_F(CppClientTest, HostFunctionsSurviveABrokenNotificationStream) {
+  Queue& q = session_->default_queue();
+  std::atomic<int> ran{0};
+  q.enqueue_host_func([&] { ++ran; });
+  ASSERT_TRUE(q.synchronize(absl::Seconds(10)).ok());
+  ASSERT_EQ(ran.load(), 1);
+  client::SessionCore& core = session_->core();
+  ASSERT_EQ(core.notification_streams_opened(), 1);
+  core.BreakNotificationStreamForTesting();
+  ASSERT_TRUE(testing::PollUntil(absl::Seconds(5), [&] {
+    return core.notification_streams_opened() == 2;
+  }));
+  for (int i = 0; i < 3; ++i) q.enqueue_host_func([&] { ++ran; });
+  const absl::Status s = q.synchronize(absl::Seconds(10));
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(ran.load(), 4);
+}
+
+TEST_F(CppClientTest, HostFunctionsReachedWhileTheStreamBreaksStillRun) {
+  // The notification may be sent into the dying stream and lost: the queue's
+  // reached flag shows the library which host function it passed.
+  constexpr int kRounds = 5;
+  Queue a = session_->create_queue();
+  Queue b = session_->create_queue();
+  std::atomic<int> ran_a{0}, ran_b{0};
+  a.enqueue_host_func([&] { ++ran_a; });
+  ASSERT_TRUE(a.synchronize(absl::Seconds(10)).ok());
+  for (int i = 0; i < kRounds; ++i) {
+    session_->core().BreakNotificationStreamForTesting();
+    a.enqueue_host_func([&] { ++ran_a; });
+    b.enqueue_host_func([&] { ++ran_b; });
+    const absl::Status sa = a.synchronize(absl::Seconds(10));
+    const absl::Status sb = b.synchronize(absl::Seconds(10));
+    ASSERT_TRUE(sa.ok()) << "round " << i << ": " << sa;
+    ASSERT_TRUE(sb.ok()) << "round " << i << ": " << sb;
+  }
+  EXPECT_EQ(ran_a.load(), kRounds + 1);  // Each exactly once.
+  EXPECT_EQ(ran_b.load(), kRounds);
+}
+
+TEST_F(CppClientTest, CloseIsBoundedWhenTheDaemonIsFrozen) {
+  Queue q = session_->create_queue();
+  q.launch("samples", "noop", {1}, {1}, {});
+  ASSERT_TRUE(q.synchronize(absl::Seconds(10)).ok());
+  ASSERT_EQ(kill(daemon_->pid(), SIGSTOP), 0);
+  q.launch("samples", "noop", {1}, {1}, {});
+  const absl::Time start = absl::Now();
+  const absl::Status s = session_->close();
+  const absl::Duration took = absl::Now() - start;
+  ASSERT_EQ(kill(daemon_->pid(), SIGCONT), 0);
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_LT(took, client::SessionCore::kCloseTimeout + absl::Seconds(2));
+  // The daemon, thawed, serves a new session at once.
+  auto again = client_->open_session();
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE((*again)->default_queue().synchronize(absl::Seconds(10)).ok());
+}
+
+TEST_F(CppClientTest, CloseOfAnIdleSessionIsQuick) {
+  Queue q = session_->create_queue();
+  client::Flag gate = session_->create_flag();
+  q.wait_for_host_value(gate, 1);  // Parked forever.
+  q.launch("samples", "noop", {1}, {1}, {});
+  const absl::Time start = absl::Now();
+  EXPECT_TRUE(session_->close().ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+}
+
+TEST_F(CppClientTest, EnqueuesAfterCloseAreDroppedAndSynchronizeSaysWhy) {
+  Queue q = session_->create_queue();
+  ASSERT_TRUE(q.synchronize(absl::Seconds(10)).ok());  // The queue exists.
+  ASSERT_TRUE(session_->close().ok());
+  q.launch("samples", "noop", {1}, {1}, {});
+  const absl::Status s = q.synchronize(absl::Seconds(5));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), HasSubstr("is closed"));
+}
+
+}  // namespace
+}  // namespace gpustream
