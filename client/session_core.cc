@@ -51,11 +51,11 @@ uint64_t SessionCore::Enqueue(absl::FunctionRef<void(v1::Command&)> fill) {
   return Push(std::move(command), nullptr, Answer::kAck).value_or(0);
 }
 
-uint64_t SessionCore::Reject(absl::FunctionRef<void(v1::Command&)> fill,
-                             const absl::Status& status) {
+void SessionCore::Reject(absl::FunctionRef<void(v1::Command&)> fill,
+                         const absl::Status& status) {
   v1::Command command;
   fill(command);
-  return FileRejection(CommandRecord::Of(command), status);
+  FileRejection(CommandRecord::Of(command), status);
 }
 
 uint64_t SessionCore::FileRejection(CommandRecord record,

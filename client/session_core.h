@@ -82,9 +82,9 @@ class SessionCore {
   uint64_t Enqueue(absl::FunctionRef<void(v1::Command&)> fill);
   // Files `status` as the rejection of the command `fill` describes, which
   // is not sent (the client found it wrong); reported like a rejection by
-  // the daemon. Returns its seq.
-  uint64_t Reject(absl::FunctionRef<void(v1::Command&)> fill,
-                  const absl::Status& status);
+  // the daemon.
+  void Reject(absl::FunctionRef<void(v1::Command&)> fill,
+              const absl::Status& status);
   // Waits until every command enqueued before has been written to the
   // stream (not answered); the stream's error if it broke.
   absl::Status Flush();

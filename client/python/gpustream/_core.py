@@ -57,7 +57,6 @@ from gpustream._error_routing import ErrorRouter
 from gpustream._errors import Error, code_from_int, from_rpc_error
 from gpustream._host_funcs import HostFuncs
 from gpustream._proto import pb, pb_grpc
-from gpustream._timeouts import ANSWER_GRACE_S
 
 _log = logging.getLogger("gpustream")
 
@@ -86,9 +85,6 @@ _SUBMIT_METHOD = "/{}/{}".format(
 # Session.close() returns within this many seconds, whatever the daemon does;
 # so does Client.close(), its sessions' closes included.
 CLOSE_TIMEOUT_S = 10.0
-# The grace a waiting call gives the daemon to answer (``_timeouts``), also
-# named here, where the package's tests read it.
-_ANSWER_GRACE_S = ANSWER_GRACE_S
 
 
 def _varint_bytes(value: int) -> int:

@@ -19,6 +19,7 @@ import grpc
 import pytest
 
 import gpustream
+import gpustream._timeouts
 from conftest import Daemon, runfile, wait_until
 
 
@@ -201,7 +202,7 @@ def test_synchronize_timeout_holds_under_backpressure_with_frozen_daemon(
         start = time.monotonic()
         t.start()
         # timeout 0.5 s + the documented 5 s grace, plus slack.
-        t.join(0.5 + gpustream._core._ANSWER_GRACE_S + 3)
+        t.join(0.5 + gpustream._timeouts.ANSWER_GRACE_S + 3)
         elapsed = time.monotonic() - start
         assert not t.is_alive(), (
             f"synchronize(timeout=0.5) still blocked after {elapsed:.1f} s")
