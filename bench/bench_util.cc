@@ -79,14 +79,18 @@ grpc::ServerUnaryReactor* EchoService::Ping(grpc::CallbackServerContext* ctx,
 
 InProcessDaemon::InProcessDaemon(
     std::vector<std::unique_ptr<backend::Device>> devices,
-    const std::string& name) {
+    const std::string& name, metrics::Metrics* metrics) {
   auto core = session::ServerCore::Create(std::move(devices), {}, {});
   Check(core.status(), "ServerCore::Create");
   core_ = *std::move(core);
   const std::string socket =
       absl::StrCat("/tmp/", name, "-", getpid(), ".sock");
-  auto server = rpc::GrpcServer::Start(
-      *core_, {"unix:" + socket, "127.0.0.1:0"}, 64 << 20, {&echo_});
+  rpc::ServerOptions options;
+  options.listen = {"unix:" + socket, "127.0.0.1:0"};
+  options.max_message_bytes = 64 << 20;
+  options.extra_services = {&echo_};
+  options.metrics = metrics;
+  auto server = rpc::GrpcServer::Start(*core_, options);
   Check(server.status(), "GrpcServer::Start");
   server_ = *std::move(server);
 }

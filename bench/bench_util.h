@@ -18,6 +18,7 @@
 #include "bench/echo.grpc.pb.h"
 #include "client/gpustream.h"
 #include "server/backend/device.h"
+#include "server/metrics/metrics.h"
 #include "server/rpc/grpc_server.h"
 #include "server/session/server_core.h"
 
@@ -55,8 +56,9 @@ class EchoService : public Echo::CallbackService {
 // beside GpuStream. Exits the process if it cannot start.
 class InProcessDaemon {
  public:
+  // `metrics` (may be null) counts every call, as --metrics_listen does.
   InProcessDaemon(std::vector<std::unique_ptr<backend::Device>> devices,
-                  const std::string& name);
+                  const std::string& name, metrics::Metrics* metrics = nullptr);
   // Closes every session, then stops the transport.
   ~InProcessDaemon();
 

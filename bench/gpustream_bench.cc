@@ -17,11 +17,15 @@
 #include "absl/time/clock.h"
 #include "bench/bench_util.h"
 #include "server/backend/cpu/cpu_device.h"
+#include "server/metrics/metrics.h"
 #include "server/modules/module_registry.h"
 
 ABSL_FLAG(int, round_trips, 5000, "Round trips per latency figure");
 ABSL_FLAG(int, launches, 200000, "Launches per throughput figure");
 ABSL_FLAG(int, lone_launches, 500, "Lone launches timed enqueue to completion");
+ABSL_FLAG(bool, metrics, false,
+          "Count every call in Prometheus metrics, as gpustreamd "
+          "--metrics_listen does (to measure what that costs)");
 
 namespace gpustream::bench {
 namespace {
@@ -103,15 +107,20 @@ int Run() {
   std::vector<std::unique_ptr<backend::Device>> devices;
   devices.push_back(
       std::make_unique<backend::CpuDevice>(backend::CpuDeviceOptions{}));
-  InProcessDaemon daemon(std::move(devices), "gpustream-bench");
+  std::unique_ptr<metrics::Metrics> metrics;
+  if (absl::GetFlag(FLAGS_metrics)) {
+    metrics = std::make_unique<metrics::Metrics>("bench");
+  }
+  InProcessDaemon daemon(std::move(devices), "gpustream-bench", metrics.get());
 
   const int launches = absl::GetFlag(FLAGS_launches);
   const double in_process = InProcessLaunchRate(launches);
   std::printf(
       "gpustream_bench: %d round trips per latency, %d launches per "
-      "rate; client and server share this process (%ld cores)\n\n",
-      absl::GetFlag(FLAGS_round_trips), launches,
-      sysconf(_SC_NPROCESSORS_ONLN));
+      "rate; client and server share this process (%ld cores); metrics "
+      "%s\n\n",
+      absl::GetFlag(FLAGS_round_trips), launches, sysconf(_SC_NPROCESSORS_ONLN),
+      metrics ? "on" : "off");
   std::printf("%-48s %12.0f launches/s\n",
               "noop launches straight into the CPU backend", in_process);
   const char* names[] = {"unix socket", "TCP 127.0.0.1"};

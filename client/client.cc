@@ -1,6 +1,11 @@
 // Connecting, discovery and session opening.
 #include "client/client.h"
 
+#include <fstream>
+#include <iterator>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/wire.h"
 
@@ -17,14 +22,63 @@ std::unique_ptr<grpc::ClientContext> Client::NewContext() const {
   return NewClientContext(token_);
 }
 
-absl::StatusOr<Client> Client::Connect(const std::string& target,
-                                       const ConnectOptions& options) {
+namespace {
+
+absl::StatusOr<std::string> ReadPem(const std::string& path) {
+  if (path.empty()) return std::string();
+  std::ifstream in(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  if (!in.good() && !in.eof()) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot read ", path));
+  }
+  if (text.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read ", path, " (missing or empty)"));
+  }
+  return text;
+}
+
+}  // namespace
+
+absl::StatusOr<TlsOptions> TlsOptions::FromFiles(const std::string& ca_path,
+                                                 const std::string& cert_path,
+                                                 const std::string& key_path) {
+  if (cert_path.empty() != key_path.empty()) {
+    return absl::InvalidArgumentError(
+        "a client certificate needs its key and a key its certificate");
+  }
+  TlsOptions tls;
+  for (auto [path, field] : {std::pair{&ca_path, &tls.root_certificates},
+                             std::pair{&cert_path, &tls.certificate_chain},
+                             std::pair{&key_path, &tls.private_key}}) {
+    absl::StatusOr<std::string> pem = ReadPem(*path);
+    if (!pem.ok()) return pem.status();
+    *field = *std::move(pem);
+  }
+  return tls;
+}
+
+std::shared_ptr<grpc::Channel> OpenChannel(const std::string& target,
+                                           const ConnectOptions& options) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
-  return Connect(grpc::CreateCustomChannel(
-                     target, grpc::InsecureChannelCredentials(), args),
-                 options);
+  std::shared_ptr<grpc::ChannelCredentials> credentials =
+      grpc::InsecureChannelCredentials();
+  if (options.tls.has_value()) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options.tls->root_certificates;
+    ssl.pem_cert_chain = options.tls->certificate_chain;
+    ssl.pem_private_key = options.tls->private_key;
+    credentials = grpc::SslCredentials(ssl);
+  }
+  return grpc::CreateCustomChannel(target, credentials, args);
+}
+
+absl::StatusOr<Client> Client::Connect(const std::string& target,
+                                       const ConnectOptions& options) {
+  return Connect(OpenChannel(target, options), options);
 }
 
 absl::StatusOr<Client> Client::Connect(std::shared_ptr<grpc::Channel> channel,

@@ -6,6 +6,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,13 +16,37 @@
 
 namespace gpustream::client {
 
+// TLS for a TCP target. PEM text, not paths (see TlsOptions::FromFiles).
+struct TlsOptions {
+  // The CA that signed the daemon's certificate; empty: the system roots.
+  std::string root_certificates;
+  // A client certificate and its key, for daemons that map certificate
+  // subjects to tenants (mutual TLS); both or neither.
+  std::string certificate_chain;
+  std::string private_key;
+
+  // Reads the files named (an empty path leaves its field empty); the error
+  // names the file that could not be read.
+  static absl::StatusOr<TlsOptions> FromFiles(const std::string& ca_path,
+                                              const std::string& cert_path,
+                                              const std::string& key_path);
+};
+
 struct ConnectOptions {
   // How long to wait for the daemon to answer the version handshake.
   absl::Duration timeout = absl::Seconds(10);
   // The bearer token, where the daemon requires one (sent as
   // "authorization: Bearer <token>" on every call).
   std::string token;
+  // Set: the channel uses TLS; unset: plaintext (unix sockets, loopback).
+  std::optional<TlsOptions> tls;
 };
+
+// The channel Client::Connect would open: plaintext or TLS per `options`,
+// with no message size cap. For tools that call services the Client does
+// not wrap (Admin, health) with the same credentials.
+std::shared_ptr<grpc::Channel> OpenChannel(const std::string& target,
+                                           const ConnectOptions& options);
 
 struct SessionOptions {
   uint32_t device_id = 0;

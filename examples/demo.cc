@@ -1,6 +1,7 @@
 // The demo job: drives a running gpustreamd through the C++ client and
 // checks every result it reads back. Exit status 0 means all checks passed.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -14,6 +15,13 @@
 ABSL_FLAG(std::string, target, "unix:/tmp/gpustreamd.sock",
           "The daemon: unix:/path or host:port");
 ABSL_FLAG(uint64_t, n, 1 << 20, "Elements per vector");
+ABSL_FLAG(std::string, token, "",
+          "Bearer token, where the daemon requires one (or GPUSTREAM_TOKEN)");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM file of the CA that signed the daemon's certificate: turns on "
+          "TLS");
+ABSL_FLAG(std::string, tls_cert, "", "Client certificate (PEM), for mTLS");
+ABSL_FLAG(std::string, tls_key, "", "Client certificate's key (PEM)");
 
 namespace gs = gpustream::client;
 
@@ -39,7 +47,21 @@ int Run() {
   const gs::Dim3 grid{static_cast<uint32_t>((n + kBlock - 1) / kBlock)};
   const gs::Dim3 block{kBlock};
 
-  auto client = gs::Client::Connect(absl::GetFlag(FLAGS_target));
+  gs::ConnectOptions options;
+  options.token = absl::GetFlag(FLAGS_token);
+  if (const char* env = std::getenv("GPUSTREAM_TOKEN");
+      options.token.empty() && env != nullptr) {
+    options.token = env;
+  }
+  if (!absl::GetFlag(FLAGS_tls_ca).empty() ||
+      !absl::GetFlag(FLAGS_tls_cert).empty()) {
+    auto tls = gs::TlsOptions::FromFiles(absl::GetFlag(FLAGS_tls_ca),
+                                         absl::GetFlag(FLAGS_tls_cert),
+                                         absl::GetFlag(FLAGS_tls_key));
+    CHECK_OK(tls.status());
+    options.tls = *std::move(tls);
+  }
+  auto client = gs::Client::Connect(absl::GetFlag(FLAGS_target), options);
   CHECK_OK(client.status());
   auto info = client->server_info();
   CHECK_OK(info.status());

@@ -8,6 +8,7 @@ Exit status 0 means all checks passed.
 from __future__ import annotations
 
 import argparse
+import os
 import struct
 import sys
 
@@ -27,11 +28,17 @@ def check(condition: bool, what: str) -> None:
         sys.exit(1)
 
 
-def run(target: str, n: int) -> None:
+def run(target: str, n: int, token: str = "",
+        tls_ca: str = "") -> None:
     block = 256
     grid = (n + block - 1) // block
 
-    with gpustream.connect(target) as client:
+    root_certificates = None
+    if tls_ca:
+        with open(tls_ca, "rb") as pem:
+            root_certificates = pem.read()
+    with gpustream.connect(target, token=token or None,
+                           root_certificates=root_certificates) as client:
         info = client.server_info()
         print(f"connected: gpustreamd {info.server_version}, protocol "
               f"v{client.protocol_version}, backends "
@@ -144,9 +151,14 @@ def main() -> None:
                         help="the daemon: unix:/path or host:port")
     parser.add_argument("--n", type=int, default=1 << 20,
                         help="elements per vector")
+    parser.add_argument("--token", default=os.environ.get("GPUSTREAM_TOKEN", ""),
+                        help="bearer token (default: $GPUSTREAM_TOKEN)")
+    parser.add_argument("--tls_ca", default="",
+                        help="PEM file of the CA that signed the daemon's "
+                        "certificate: turns on TLS")
     args = parser.parse_args()
     try:
-        run(args.target, args.n)
+        run(args.target, args.n, args.token, args.tls_ca)
     except gpustream.Error as error:
         print(f"demo: {error}", file=sys.stderr)
         sys.exit(1)

@@ -2,8 +2,8 @@
 #include <google/protobuf/text_format.h>
 #include <signal.h>
 #include <sys/types.h>
+#include <unistd.h>
 
-#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -18,6 +18,11 @@
 #include "absl/strings/str_split.h"
 #include "proto/gpustream/v1/server_config.pb.h"
 #include "server/backend/backend_factory.h"
+#include "server/log/library_logs.h"
+#include "server/log/log.h"
+#include "server/metrics/metrics.h"
+#include "server/metrics/metrics_server.h"
+#include "server/metrics/stats_collector.h"
 #include "server/rpc/grpc_server.h"
 #include "server/session/server_core.h"
 #include "server/tenants/tenant_registry.h"
@@ -49,6 +54,17 @@ ABSL_FLAG(uint32_t, cpu_threads, 0,
 ABSL_FLAG(uint32_t, kernel_time_limit_ms, 0,
           "CPU backend: a launch running longer is stopped and fails its "
           "queue with DEADLINE_EXCEEDED (default 60000)");
+// Observability.
+ABSL_FLAG(std::string, log_level, "info",
+          "Least severe log events written: debug | info | warning | error. "
+          "debug adds every failed call");
+ABSL_FLAG(std::string, log_format, "text",
+          "Log lines on stderr: text (ts=... level=... event=... key=value) "
+          "or json (one object per line)");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "HOST:PORT to serve Prometheus metrics on at /metrics over HTTP "
+          "(e.g. 0.0.0.0:9400; port 0 picks one). Off when empty");
+
 ABSL_FLAG(std::string, ready_file, "",
           "Once serving, write the bound addresses to this file, one a line "
           "(for scripts and tests that pick port 0)");
@@ -173,8 +189,9 @@ void LogListeners(const rpc::GrpcServer& server,
     } else if (rpc::IsUnixAddress(addresses[i])) {
       security = "plaintext, local";
     }
-    std::fprintf(stderr, "gpustreamd: listening on %s (%s)\n",
-                 addresses[i].c_str(), security);
+    log::Info("listening")
+        .Str("address", addresses[i])
+        .Str("security", security);
   }
 }
 
@@ -185,11 +202,18 @@ void ReloadTenants(session::ServerCore& core, const std::string& path) {
   absl::Status reloaded =
       config.ok() ? core.ReloadTenants(*config) : config.status();
   if (!reloaded.ok()) {
-    std::fprintf(stderr,
-                 "gpustreamd: SIGHUP: tenants not reloaded, keeping the "
-                 "current ones: %s\n",
-                 reloaded.ToString().c_str());
+    log::Error("tenants_not_reloaded")
+        .Str("config", path)
+        .Str("action", "keeping the current tenants")
+        .Status(reloaded);
   }
+}
+
+// A start-up error: logged, and the daemon exits 2 (a bad flag, config or
+// environment: restarting will not help).
+int StartFailed(const absl::Status& status) {
+  log::Error("start_failed").Status(status);
+  return 2;
 }
 
 template <typename T>
@@ -209,13 +233,17 @@ int Run(int argc, char** argv) {
   std::string merged;
   std::vector<char*> args = MergeRepeatedListen(argc, argv, merged);
   absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  auto level = log::ParseLevel(absl::GetFlag(FLAGS_log_level));
+  auto format = log::ParseFormat(absl::GetFlag(FLAGS_log_format));
+  if (!level.ok() || !format.ok()) {
+    return StartFailed(!level.ok() ? level.status() : format.status());
+  }
+  log::Init(*level, *format);
+  log::CaptureLibraryLogs();
+  log::Info("starting").Str("version", kServerVersion).Num("pid", getpid());
 
   auto config = LoadConfig(absl::GetFlag(FLAGS_config));
-  if (!config.ok()) {
-    std::fprintf(stderr, "gpustreamd: %s\n",
-                 config.status().ToString().c_str());
-    return 2;
-  }
+  if (!config.ok()) return StartFailed(config.status());
   std::vector<std::string> listen = absl::GetFlag(FLAGS_listen);
   if (listen.empty())
     listen.assign(config->listen().begin(), config->listen().end());
@@ -257,11 +285,7 @@ int Run(int argc, char** argv) {
   auto transport = TransportOptionsFromFlags(
       listen, max_message_bytes,
       Or<uint64_t>(limits.max_pending_result_bytes(), uint64_t{256} << 20));
-  if (!transport.ok()) {
-    std::fprintf(stderr, "gpustreamd: %s\n",
-                 transport.status().ToString().c_str());
-    return 2;
-  }
+  if (!transport.ok()) return StartFailed(transport.status());
 
   // Handle SIGINT/SIGTERM on this thread: block them before any thread
   // starts, so every thread inherits the mask.
@@ -274,60 +298,67 @@ int Run(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   auto devices = backend::CreateDevices(backend_options);
-  if (!devices.ok()) {
-    std::fprintf(stderr, "gpustreamd: %s\n",
-                 devices.status().ToString().c_str());
-    return 2;
-  }
+  if (!devices.ok()) return StartFailed(devices.status());
   if (!devices->fallback_reason.empty()) {
-    std::fprintf(stderr,
-                 "gpustreamd: --backend=auto: no GPU backend (%s); serving the "
-                 "CPU backend\n",
-                 devices->fallback_reason.c_str());
+    log::Warning("no_gpu_backend")
+        .Str("reason", devices->fallback_reason)
+        .Str("action", "serving the CPU backend");
   }
   auto tenants = tenants::TenantRegistry::Create(*config);
-  if (!tenants.ok()) {
-    std::fprintf(stderr, "gpustreamd: --config: %s\n",
-                 tenants.status().ToString().c_str());
-    return 2;
+  if (!tenants.ok()) return StartFailed(tenants.status());
+  if ((*tenants)->configured()) {
+    log::Info("tenants").Num("configured", (*tenants)->All().size());
+  } else {
+    log::Warning("no_tenants")
+        .Str("meaning",
+             "every caller is the tenant 'default' (not an admin); no "
+             "authentication");
   }
-  std::fprintf(stderr, "gpustreamd: %s\n",
-               (*tenants)->configured()
-                   ? absl::StrCat((*tenants)->All().size(),
-                                  " tenant(s) configured; callers must "
-                                  "authenticate")
-                         .c_str()
-                   : "no tenants configured: every caller is the tenant "
-                     "'default' (not an admin)");
   auto core =
       session::ServerCore::Create(std::move(devices->devices), module_folders,
                                   options, *std::move(tenants));
-  if (!core.ok()) {
-    std::fprintf(stderr, "gpustreamd: %s\n", core.status().ToString().c_str());
-    return 2;
-  }
+  if (!core.ok()) return StartFailed(core.status());
   for (const absl::Status& refused : (*core)->RefusedModules()) {
-    std::fprintf(stderr, "gpustreamd: module refused: %s\n",
-                 std::string(refused.message()).c_str());
+    log::Error("module_refused").Status(refused);
+  }
+
+  // Metrics first, so a busy --metrics_listen port stops the daemon before
+  // it accepts any call.
+  std::unique_ptr<metrics::Metrics> metrics;
+  std::shared_ptr<metrics::StatsCollector> stats;
+  std::unique_ptr<metrics::MetricsServer> metrics_server;
+  if (const std::string at = absl::GetFlag(FLAGS_metrics_listen); !at.empty()) {
+    metrics = std::make_unique<metrics::Metrics>(kServerVersion);
+    session::ServerCore* served = core->get();
+    stats = std::make_shared<metrics::StatsCollector>(
+        [served](v1::GetStatsResponse* out) { served->Stats(out); });
+    auto started =
+        metrics::MetricsServer::Start(at, {metrics->registry(), stats});
+    if (!started.ok()) return StartFailed(started.status());
+    metrics_server = *std::move(started);
+    transport->metrics = metrics.get();
+    log::Info("metrics_listening")
+        .Str("address", metrics_server->address())
+        .Str("path", "/metrics");
   }
   auto server = rpc::GrpcServer::Start(**core, *transport);
-  if (!server.ok()) {
-    std::fprintf(stderr, "gpustreamd: %s\n",
-                 server.status().ToString().c_str());
-    return 2;
-  }
+  if (!server.ok()) return StartFailed(server.status());
   v1::ListDevicesResponse devs;
   (void)(*core)->ListDevices({}, &devs);
   for (const auto& d : devs.devices()) {
-    std::fprintf(stderr, "gpustreamd: device %u: %s [%s], %llu bytes\n", d.id(),
-                 d.name().c_str(), d.backend().c_str(),
-                 static_cast<unsigned long long>(d.total_memory_bytes()));
+    log::Info("device")
+        .Num("device", d.id())
+        .Str("name", d.name())
+        .Str("backend", d.backend())
+        .Num("memory_bytes", d.total_memory_bytes());
   }
   v1::ListModulesResponse modules;
   (void)(*core)->ListModules({}, &modules);
   for (const auto& m : modules.modules()) {
-    std::fprintf(stderr, "gpustreamd: module %s [%s], %d kernels\n",
-                 m.name().c_str(), m.backend().c_str(), m.kernels_size());
+    log::Info("module")
+        .Str("module", m.name())
+        .Str("backend", m.backend())
+        .Num("kernels", m.kernels_size());
   }
   LogListeners(**server, *transport);
   if (const std::string ready = absl::GetFlag(FLAGS_ready_file);
@@ -341,11 +372,18 @@ int Run(int argc, char** argv) {
   while (sigwait(&signals, &signal_number) == 0 && signal_number == SIGHUP) {
     ReloadTenants(**core, absl::GetFlag(FLAGS_config));
   }
-  std::fprintf(stderr, "gpustreamd: signal %d, shutting down\n", signal_number);
-  // Refuse new work, release every parked wait, then stop the transport.
+  log::Info("shutting_down").Num("signal", signal_number);
+  // Health checks answer NOT_SERVING from now on (load balancers and
+  // Kubernetes stop routing here), then refuse new work, release every
+  // parked wait, and stop the transport.
+  if (auto* health = (*server)->server().GetHealthCheckService()) {
+    health->Shutdown();
+  }
   (*core)->BeginShutdown();
   (*core)->sessions().CloseAll();
   (*server)->Shutdown(absl::Seconds(2));
+  metrics_server.reset();  // Before what it reads goes away.
+  log::Info("stopped");
   return 0;
 }
 

@@ -481,8 +481,11 @@ TEST_P(TenancyTest, AdminListsKillsAndReadsStats) {
   EXPECT_EQ(stats.tenants_size(), 4);
   ASSERT_EQ(stats.devices_size(), 1);
   EXPECT_GT(stats.devices(0).memory_total_bytes(), 0u);
-  EXPECT_TRUE(
-      absl::StrContains(daemon_->log(), "admin: tenant 'ops' killed session"));
+  EXPECT_TRUE(absl::StrContains(
+      daemon_->log(),
+      absl::StrCat("event=admin_kill_session tenant=ops session=",
+                   kill.public_id(), " code=OK")))
+      << daemon_->log();
 }
 
 TEST_P(TenancyTest, SighupReloadsTenantsAndEndsRemovedOnes) {
@@ -508,7 +511,7 @@ TEST_P(TenancyTest, SighupReloadsTenantsAndEndsRemovedOnes) {
   std::ofstream(config_path_) << "tenants { name: ";
   ASSERT_EQ(kill(daemon_->pid(), SIGHUP), 0);
   ASSERT_TRUE(testing::PollUntil(absl::Seconds(10), [&] {
-    return absl::StrContains(daemon_->log(), "tenants not reloaded");
+    return absl::StrContains(daemon_->log(), "event=tenants_not_reloaded");
   }));
   EXPECT_TRUE(stub_->KeepAlive(As("alice").get(), keep, &kept).ok());
   EXPECT_FALSE(absl::StrContains(daemon_->log(), "alice-token"))

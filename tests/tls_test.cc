@@ -342,8 +342,9 @@ TEST_F(TlsTest, UnixSocketIsOwnerAndGroupOnlyByDefault) {
 
 TEST_F(TlsTest, StartLogSaysHowEachListenerIsSecured) {
   EXPECT_THAT(daemon().log(),
-              HasSubstr(absl::StrCat(daemon().tcp_target(),
-                                     " (TLS, client certificates verified)")));
+              HasSubstr(absl::StrCat(
+                  "event=listening address=", daemon().tcp_target(),
+                  " security=\"TLS, client certificates verified\"")));
 }
 
 // ---------------------------------------------------------------------------

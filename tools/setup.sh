@@ -2,17 +2,33 @@
 # Installs every Debian package the build, tests and benchmark need.
 # Idempotent: when everything is present it only runs dpkg-query (well under
 # a second). Must run as root (or with sudo available) on Debian 12.
+#
+#   tools/setup.sh          everything: build, tests, Docker integration suite
+#   tools/setup.sh --build  only what building gpustreamd and gpustreamctl
+#                           needs (the Docker image's builder stage)
 set -euo pipefail
 
-packages=(
+build_packages=(
   bazel-bootstrap bazel-rules-java default-jdk-headless
   g++ libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   grpc-proto libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   libc-ares-dev libre2-dev libssl-dev zlib1g-dev
-  python3-grpcio python3-protobuf python3-numpy python3-pytest python3-venv
-  python3-setuptools
-  clang-format openssl
+  libspdlog-dev libfmt-dev prometheus-cpp-dev
+  python3-grpcio python3-protobuf python3-setuptools
 )
+test_packages=(
+  python3-numpy python3-pytest python3-venv python3-prometheus-client
+  python3-yaml clang-format openssl
+  # The compose suite (tools/compose-test.sh) runs a real Docker engine.
+  docker.io docker-compose debootstrap
+)
+
+packages=("${build_packages[@]}")
+case "${1:-}" in
+  --build) ;;
+  "") packages+=("${test_packages[@]}") ;;
+  *) echo "usage: tools/setup.sh [--build]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

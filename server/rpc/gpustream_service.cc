@@ -110,7 +110,7 @@ GpuStreamService::WatchNotifications(grpc::CallbackServerContext* ctx,
     };
     return new Failed(session.status());
   }
-  return new NotificationReactor(*std::move(session));
+  return new NotificationReactor(*std::move(session), submit_.metrics);
 }
 
 grpc::ServerBidiReactor<v1::SubmitRequest, v1::SubmitResponse>*

@@ -28,6 +28,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "server/rpc/call_interceptor.h"
 
 namespace gpustream::rpc {
 namespace {
@@ -334,6 +335,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   SubmitStreamOptions submit;
   submit.max_pending_result_bytes = options.max_pending_result_bytes;
   submit.max_message_bytes = static_cast<uint64_t>(options.max_message_bytes);
+  submit.metrics = options.metrics;
   auto server = std::unique_ptr<GrpcServer>(new GrpcServer(core, submit));
   grpc::ServerBuilder builder;
   builder.RegisterService(&server->service_);
@@ -346,6 +348,12 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  std::vector<
+      std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+      interceptors;
+  interceptors.push_back(
+      std::make_unique<CallInterceptorFactory>(options.metrics));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
   const std::vector<std::string>& listen = options.listen;

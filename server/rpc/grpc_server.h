@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "server/metrics/metrics.h"
 #include "server/rpc/admin_service.h"
 #include "server/rpc/gpustream_service.h"
 #include "server/session/server_core.h"
@@ -53,6 +54,10 @@ struct ServerOptions {
 
   // Served beside GpuStream; not owned, must outlive the server.
   std::vector<grpc::Service*> extra_services;
+
+  // Where every call (by method and code, unary latency) and every stream
+  // is counted; nothing is counted if null. Must outlive the server.
+  metrics::Metrics* metrics = nullptr;
 };
 
 // Whether `address` (a listen address) is a TCP address on loopback only:

@@ -6,8 +6,9 @@
 namespace gpustream::rpc {
 
 NotificationReactor::NotificationReactor(
-    std::shared_ptr<session::Session> session)
-    : session_(std::move(session)) {
+    std::shared_ptr<session::Session> session, metrics::Metrics* metrics)
+    : session_(std::move(session)), metrics_(metrics) {
+  if (metrics_ != nullptr) metrics_->NotificationStreamOpened();
   session_->StreamOpened();
   session_->notifications().Attach(this);
 }
@@ -75,6 +76,7 @@ void NotificationReactor::OnDone() {
   // After Detach returns the hub never calls this sink again.
   session_->notifications().Detach(this);
   session_->StreamClosed();
+  if (metrics_ != nullptr) metrics_->NotificationStreamClosed();
   delete this;
 }
 

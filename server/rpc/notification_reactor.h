@@ -11,6 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/gpustream/v1/gpustream.grpc.pb.h"
+#include "server/metrics/metrics.h"
 #include "server/session/notification_hub.h"
 #include "server/session/session.h"
 
@@ -35,7 +36,9 @@ class NotificationReactor : public grpc::ServerWriteReactor<v1::Notification>,
   static constexpr size_t kMaxQueued =
       session::NotificationHub::kMaxBacklog + 1;
 
-  explicit NotificationReactor(std::shared_ptr<session::Session> session);
+  // `metrics` (may be null) counts open streams; it must outlive the stream.
+  NotificationReactor(std::shared_ptr<session::Session> session,
+                      metrics::Metrics* metrics);
 
   void Deliver(const v1::Notification& notification) override;
   void Close() override;
@@ -50,6 +53,7 @@ class NotificationReactor : public grpc::ServerWriteReactor<v1::Notification>,
   void MaybeWriteOrFinish() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<session::Session> session_;
+  metrics::Metrics* const metrics_;
   absl::Mutex mu_;
   // The front is being written while writing_.
   std::deque<v1::Notification> queue_ ABSL_GUARDED_BY(mu_);

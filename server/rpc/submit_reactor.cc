@@ -46,7 +46,9 @@ SubmitReactor::SubmitReactor(session::ServerCore& core,
     : core_(core),
       who_(who.ok() ? *who : session::Principal{}),
       max_pending_result_bytes_(options.max_pending_result_bytes),
-      response_budget_(ResponseBudget(options)) {
+      response_budget_(ResponseBudget(options)),
+      metrics_(options.metrics) {
+  if (metrics_ != nullptr) metrics_->SubmitStreamOpened();
   if (!who.ok()) {
     absl::MutexLock lock(&mu_);
     reads_done_ = true;
@@ -95,6 +97,7 @@ void SubmitReactor::OnReadDone(bool ok) {
     }
   }
   session_->Touch();
+  if (metrics_ != nullptr) metrics_->SubmitRequest();
   uint64_t last_seq = 0;
   for (const v1::Command& command : request_.commands()) {
     RunCommand(command);
@@ -272,6 +275,7 @@ void SubmitReactor::Complete(std::unique_ptr<v1::CommandResult> result,
                              const absl::Status& status, bool send_if_ok,
                              uint64_t promised) {
   const bool send = send_if_ok || !status.ok();
+  if (metrics_ != nullptr) metrics_->SubmitCommandDone(status.raw_code());
   // `result` is freed, when it is dropped, after the lock is released.
   absl::MutexLock lock(&mu_);
   --inflight_;
@@ -416,6 +420,7 @@ void SubmitReactor::OnDone() {
     absl::MutexLock lock(&mu_);
     ReleaseSession();
   }
+  if (metrics_ != nullptr) metrics_->SubmitStreamClosed();
   delete this;
 }
 

@@ -11,6 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/gpustream/v1/gpustream.grpc.pb.h"
+#include "server/metrics/metrics.h"
 #include "server/session/server_core.h"
 
 namespace gpustream::rpc {
@@ -28,6 +29,9 @@ struct SubmitStreamOptions {
   // Every SubmitResponse stays under it and under kMaxResponseBytes, so the
   // default is right for any server that allows 4 MiB messages.
   uint64_t max_message_bytes = uint64_t{4} << 20;
+  // Where streams, requests and command results are counted; none if null.
+  // Must outlive every stream.
+  metrics::Metrics* metrics = nullptr;
 };
 
 // Commands of each request run in order on the gRPC thread that read them;
@@ -116,6 +120,7 @@ class SubmitReactor
   const uint64_t max_pending_result_bytes_;
   // Serialized bytes one SubmitResponse may take.
   const uint64_t response_budget_;
+  metrics::Metrics* const metrics_;            // May be null.
   std::shared_ptr<session::Session> session_;  // Set by the first request.
   v1::SubmitRequest request_;                  // Owned by the read in flight.
 

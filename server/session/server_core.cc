@@ -1,11 +1,11 @@
 // Discovery RPCs and session lookup.
 #include "server/session/server_core.h"
 
-#include <iostream>
 #include <set>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "server/log/log.h"
 
 namespace gpustream::session {
 
@@ -54,19 +54,21 @@ std::vector<absl::Status> ServerCore::RefusedModules() const {
 
 void ServerCore::OnDeviceFailure(uint32_t device_id,
                                  const absl::Status& cause) {
-  std::cerr << "gpustreamd: device " << device_id << " failed: " << cause
-            << "; aborting its sessions and resetting it" << std::endl;
+  log::Error("device_failed")
+      .Num("device", device_id)
+      .Status(cause)
+      .Str("action", "aborting its sessions and resetting it");
   const absl::Status reason = absl::AbortedError(
       absl::StrCat("device ", device_id, " failed (", cause.message(),
                    "); the session was ended, open a new one"));
   sessions_->AbortDevice(device_id, reason, [this, device_id] {
     absl::Status recovered = devices_[device_id]->Recover();
     if (recovered.ok()) {
-      std::cerr << "gpustreamd: device " << device_id
-                << " recovered; new sessions are served" << std::endl;
+      log::Info("device_recovered").Num("device", device_id);
     } else {
-      std::cerr << "gpustreamd: device " << device_id
-                << " could not be recovered: " << recovered << std::endl;
+      log::Error("device_unrecoverable")
+          .Num("device", device_id)
+          .Status(recovered);
     }
   });
 }
@@ -193,20 +195,33 @@ absl::Status ServerCore::ReloadTenants(const v1::ServerConfig& config) {
   auto removed = tenants_->Reload(config);
   if (!removed.ok()) return removed.status();
   for (const std::string& tenant : *removed) sessions_->EndTenant(tenant);
-  std::cerr << "gpustreamd: tenants reloaded: " << tenants_->All().size()
-            << " tenant(s), " << removed->size() << " removed" << std::endl;
+  log::Info("tenants_reloaded")
+      .Num("tenants", tenants_->All().size())
+      .Num("removed", removed->size());
   return absl::OkStatus();
 }
+
+namespace {
+
+// The admin check, with a log line for every refusal: an operator wants to
+// see who probed the Admin service.
+absl::Status RequireAdmin(const Principal& who, absl::string_view action) {
+  absl::Status allowed = tenants::TenantRegistry::RequireAdmin(who, action);
+  if (!allowed.ok()) {
+    log::Warning("admin_denied")
+        .Str("tenant", who.name())
+        .Str("action", action);
+  }
+  return allowed;
+}
+
+}  // namespace
 
 absl::Status ServerCore::ListSessions(const Principal& who,
                                       const v1::ListSessionsRequest&,
                                       v1::ListSessionsResponse* resp) {
-  if (auto s = tenants::TenantRegistry::RequireAdmin(who, "ListSessions");
-      !s.ok()) {
-    return s;
-  }
-  std::cerr << "gpustreamd: admin: tenant '" << who.name()
-            << "' listed sessions" << std::endl;
+  if (auto s = RequireAdmin(who, "ListSessions"); !s.ok()) return s;
+  log::Info("admin_list_sessions").Str("tenant", who.name());
   sessions_->List(resp);
   return absl::OkStatus();
 }
@@ -214,26 +229,27 @@ absl::Status ServerCore::ListSessions(const Principal& who,
 absl::Status ServerCore::KillSession(const Principal& who,
                                      const v1::KillSessionRequest& req,
                                      v1::KillSessionResponse*) {
-  if (auto s = tenants::TenantRegistry::RequireAdmin(who, "KillSession");
-      !s.ok()) {
-    return s;
-  }
+  if (auto s = RequireAdmin(who, "KillSession"); !s.ok()) return s;
   absl::Status killed = sessions_->Kill(req.public_id(), who.name());
-  std::cerr << "gpustreamd: admin: tenant '" << who.name()
-            << "' killed session " << req.public_id() << ": "
-            << (killed.ok() ? "ended" : killed.ToString()) << std::endl;
+  log::Event(killed.ok() ? log::Level::kInfo : log::Level::kWarning,
+             "admin_kill_session")
+      .Str("tenant", who.name())
+      // What the admin typed: the secret id, by mistake, is masked too.
+      .Str("session", log::Redact(req.public_id()))
+      .CallStatus(killed);
   return killed;
 }
 
 absl::Status ServerCore::GetStats(const Principal& who,
                                   const v1::GetStatsRequest&,
                                   v1::GetStatsResponse* resp) {
-  if (auto s = tenants::TenantRegistry::RequireAdmin(who, "GetStats");
-      !s.ok()) {
-    return s;
-  }
-  std::cerr << "gpustreamd: admin: tenant '" << who.name() << "' read stats"
-            << std::endl;
+  if (auto s = RequireAdmin(who, "GetStats"); !s.ok()) return s;
+  log::Info("admin_get_stats").Str("tenant", who.name());
+  Stats(resp);
+  return absl::OkStatus();
+}
+
+void ServerCore::Stats(v1::GetStatsResponse* resp) const {
   const auto tenants = tenants_->All();
   for (const auto& tenant : tenants) tenant->Describe(resp->add_tenants());
   for (uint32_t i = 0; i < devices_.size(); ++i) {
@@ -247,7 +263,6 @@ absl::Status ServerCore::GetStats(const Principal& who,
     for (const auto& tenant : tenants) busy_ns += tenant->busy_ns(i);
     d->set_busy_seconds(static_cast<double>(busy_ns) / 1e9);
   }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<Session>> ServerCore::FindSession(

@@ -17,6 +17,7 @@
 #include "server/session/session_manager.h"
 #include "server/tenants/tenant_registry.h"
 #include "server/util/timer_thread.h"
+#include "server/version.h"
 
 namespace gpustream::session {
 
@@ -24,7 +25,6 @@ using tenants::Principal;
 
 inline constexpr uint32_t kMinProtocolVersion = 1;
 inline constexpr uint32_t kMaxProtocolVersion = 1;
-inline constexpr char kServerVersion[] = "0.1.0";
 
 // Thread-safe. Owns the devices and their module registries.
 class ServerCore {
@@ -72,6 +72,9 @@ class ServerCore {
                            v1::KillSessionResponse* resp);
   absl::Status GetStats(const Principal& who, const v1::GetStatsRequest& req,
                         v1::GetStatsResponse* resp);
+  // What GetStats answers, with no caller check and no log line: for the
+  // metrics endpoint. Thread-safe.
+  void Stats(v1::GetStatsResponse* resp) const;
 
   // The caller's session named by a request (another tenant's is NOT_FOUND);
   // UNAVAILABLE once shutting down.

@@ -75,6 +75,7 @@ class Session {
 
   const std::string& id() const { return id_; }
   const SessionOwner& owner() const { return owner_; }
+  absl::Time opened_at() const { return opened_at_; }
   const std::shared_ptr<tenants::Tenant>& tenant() const { return ctx_.tenant; }
   // An admin's summary: object counts, memory, streams, age and idle time.
   void Describe(v1::SessionInfo* info);

@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "server/log/log.h"
 
 namespace gpustream::session {
 namespace {
@@ -117,6 +118,12 @@ absl::Status SessionManager::Open(const tenants::Principal& who,
   resp->set_default_queue_id((*session)->default_queue_id());
   resp->set_lease_seconds(lease_s);
   public_ids_.emplace(public_id, resp->session_id());
+  log::Info("session_opened")
+      .Str("tenant", who.name())
+      .Str("client", req.client_name())
+      .Str("session", public_id)
+      .Num("device", req.device_id())
+      .Num("lease_s", lease_s);
   sessions_.emplace(resp->session_id(),
                     Entry{*std::move(session), absl::Seconds(lease_s)});
   return absl::OkStatus();
@@ -151,7 +158,7 @@ void SessionManager::Close(const std::string& tenant,
   StartTeardown(
       Take(sessions_.find(session_id)),
       absl::CancelledError(absl::StrCat("session ", session_id, " was closed")),
-      std::move(done));
+      "closed", std::move(done));
 }
 
 absl::Status SessionManager::KeepAlive(const std::string& tenant,
@@ -194,10 +201,10 @@ std::shared_ptr<Session> SessionManager::Take(
 }
 
 void SessionManager::Abort(absl::flat_hash_map<std::string, Entry>::iterator it,
-                           const absl::Status& reason,
+                           const absl::Status& reason, absl::string_view cause,
                            absl::AnyInvocable<void(absl::Status)> done) {
   RememberEnded(it->first, it->second.session->owner().tenant, reason);
-  StartTeardown(Take(it), reason, std::move(done));
+  StartTeardown(Take(it), reason, cause, std::move(done));
 }
 
 absl::Status SessionManager::Kill(const std::string& public_id,
@@ -211,7 +218,7 @@ absl::Status SessionManager::Kill(const std::string& public_id,
   Abort(sessions_.find(id->second),
         absl::AbortedError(absl::StrCat("an administrator (tenant '", by,
                                         "') ended session ", public_id)),
-        nullptr);
+        "killed", nullptr);
   return absl::OkStatus();
 }
 
@@ -222,14 +229,22 @@ void SessionManager::EndTenant(const std::string& tenant) {
   for (auto it = sessions_.begin(); it != sessions_.end();) {
     auto next = std::next(it);
     if (it->second.session->owner().tenant == tenant)
-      Abort(it, reason, nullptr);
+      Abort(it, reason, "tenant_removed", nullptr);
     it = next;
   }
 }
 
 void SessionManager::StartTeardown(
     std::shared_ptr<Session> session, absl::Status reason,
-    absl::AnyInvocable<void(absl::Status)> done) {
+    absl::string_view cause, absl::AnyInvocable<void(absl::Status)> done) {
+  const SessionOwner& owner = session->owner();
+  log::Info("session_ended")
+      .Str("tenant", owner.tenant)
+      .Str("client", owner.client_name)
+      .Str("session", owner.public_id)
+      .Num("device", owner.device_id)
+      .Str("cause", cause)
+      .Num("age_s", absl::ToDoubleSeconds(absl::Now() - session->opened_at()));
   ++teardowns_in_flight_;
   session->Refuse(reason);  // At once: later commands must not run on it.
   std::thread([this, session = std::move(session), reason = std::move(reason),
@@ -247,7 +262,8 @@ void SessionManager::CloseAll() {
   absl::MutexLock lock(&mu_);
   for (auto& [id, entry] : sessions_) {
     StartTeardown(std::move(entry.session),
-                  absl::UnavailableError("daemon shutting down"), nullptr);
+                  absl::UnavailableError("daemon shutting down"), "shutdown",
+                  nullptr);
   }
   sessions_.clear();
   public_ids_.clear();
@@ -281,7 +297,8 @@ void SessionManager::AbortDevice(uint32_t device_id, const absl::Status& reason,
         absl::MutexLock count_lock(&countdown->mu);
         ++countdown->left;
       }
-      Abort(it, reason, [countdown](absl::Status) { countdown->Down(); });
+      Abort(it, reason, "device_failed",
+            [countdown](absl::Status) { countdown->Down(); });
     }
     it = next;
   }
@@ -319,7 +336,7 @@ void SessionManager::CheckLeases() {
       StartTeardown(Take(it),
                     absl::CancelledError(
                         absl::StrCat("session ", id, "'s lease expired")),
-                    nullptr);
+                    "lease_expired", nullptr);
       it = next;
       continue;
     }

@@ -102,7 +102,9 @@ class SessionManager {
   };
 
   // Tears `session` down on a new thread, then calls `done` (if set).
+  // `cause` names why in the log ("closed", "lease_expired", ...).
   void StartTeardown(std::shared_ptr<Session> session, absl::Status reason,
+                     absl::string_view cause,
                      absl::AnyInvocable<void(absl::Status)> done)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes the entry (and its public id); returns its session.
@@ -111,7 +113,7 @@ class SessionManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes the entry, remembers `reason` for its owner and tears it down.
   void Abort(absl::flat_hash_map<std::string, Entry>::iterator it,
-             const absl::Status& reason,
+             const absl::Status& reason, absl::string_view cause,
              absl::AnyInvocable<void(absl::Status)> done)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // OK if `tenant` may open one more session under max_sessions.

@@ -4,13 +4,14 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
-#include <iostream>
 #include <sstream>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/backend/cuda/cuda_module.h"
 #include "server/backend/cuda/cuda_queue.h"
+#include "server/log/log.h"
 #include "server/modules/module_manifest.h"
 
 namespace gpustream::backend {
@@ -32,6 +33,19 @@ struct CudaDevice::Marker {
   std::weak_ptr<CudaQueueCore> core;
   uint64_t count;
 };
+
+struct CudaDevice::MarkerTable {
+  absl::Mutex mu;
+  uint64_t next ABSL_GUARDED_BY(mu) = 1;
+  absl::flat_hash_map<uint64_t, Marker> live ABSL_GUARDED_BY(mu);
+  // Callbacks between taking their marker and the end of their post.
+  int posting ABSL_GUARDED_BY(mu) = 0;
+};
+
+CudaDevice::MarkerTable& CudaDevice::Markers() {
+  static auto* table = new MarkerTable;
+  return *table;
+}
 
 absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(
     std::shared_ptr<const CudaDriver> driver, int ordinal) {
@@ -98,11 +112,7 @@ CudaDevice::~CudaDevice() {
     staging_.FreeAll();
     slots_.FreeAll();
   }
-  {
-    absl::MutexLock lock(&mu_);
-    for (Marker* m : markers_) delete m;
-    markers_.clear();
-  }
+  ForgetMarkers();
   driver_->cuDevicePrimaryCtxRelease(device_);
 }
 
@@ -219,8 +229,9 @@ absl::Status CudaDevice::Check(CUresult r, const char* call) {
 
 void CudaDevice::Warn(CUresult r, const char* call) {
   if (r == CUDA_SUCCESS) return;
-  std::cerr << "gpustreamd: CUDA device " << ordinal_ << ": "
-            << Check(r, call).message() << std::endl;
+  log::Warning("cuda_call_failed")
+      .Num("device", ordinal_)
+      .Status(Check(r, call));
 }
 
 void CudaDevice::Fail(absl::Status status) {
@@ -239,7 +250,7 @@ void CudaDevice::Fail(absl::Status status) {
     watches.swap(event_watches_);
     releasing_.clear();
   }
-  std::cerr << "gpustreamd: " << status.message() << std::endl;
+  log::Error("cuda_device_failed").Num("device", ordinal_).Status(status);
   // On the dispatcher: the caller may hold a queue's lock (a failed launch).
   dispatcher_->Post([this, queues = std::move(queues),
                      watches = std::move(watches), status]() mutable {
@@ -255,11 +266,7 @@ absl::Status CudaDevice::Recover() {
   // Releases of the failed context's objects skip their driver calls (the
   // epoch moves on below); let those already posted run first.
   cleanup_->Drain();
-  {
-    absl::MutexLock lock(&mu_);
-    for (Marker* m : markers_) delete m;  // Their callbacks never run now.
-    markers_.clear();
-  }
+  ForgetMarkers();  // Their callbacks never run now.
   events_.Forget();
   staging_.Forget();
   slots_.Forget();
@@ -331,37 +338,54 @@ void CudaDevice::WatchEvent(std::shared_ptr<CudaEventPoint> point,
 }
 
 void* CudaDevice::NewMarker(std::weak_ptr<CudaQueueCore> core, uint64_t count) {
-  auto* m = new Marker{this, std::move(core), count};
-  absl::MutexLock lock(&mu_);
-  markers_.insert(m);
-  return m;
+  MarkerTable& table = Markers();
+  absl::MutexLock lock(&table.mu);
+  const uint64_t id = table.next++;
+  table.live.emplace(id, Marker{this, std::move(core), count});
+  return reinterpret_cast<void*>(static_cast<uintptr_t>(id));
 }
 
 void CudaDevice::DropMarker(void* marker) {
-  auto* m = static_cast<Marker*>(marker);
-  absl::MutexLock lock(&mu_);
-  if (markers_.erase(m)) delete m;
+  MarkerTable& table = Markers();
+  absl::MutexLock lock(&table.mu);
+  table.live.erase(reinterpret_cast<uintptr_t>(marker));
+}
+
+void CudaDevice::ForgetMarkers() {
+  MarkerTable& table = Markers();
+  absl::MutexLock lock(&table.mu);
+  absl::erase_if(table.live, [this](const auto& entry) {
+    return entry.second.device == this;
+  });
+  auto idle = [&table]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(table.mu) {
+    return table.posting == 0;
+  };
+  table.mu.Await(absl::Condition(&idle));
 }
 
 void CUDA_CB CudaDevice::OnMarker(void* marker) {
   // A driver thread, inside the stream: no CUDA calls here, only a post.
-  auto* m = static_cast<Marker*>(marker);
-  CudaDevice* device = m->device;
   // The batch's completion time, stamped here where the stream reached it
   // (the post may wait behind other work).
   const int64_t end_ns = MonotonicNanos();
-  std::weak_ptr<CudaQueueCore> core;
-  uint64_t count;
+  MarkerTable& table = Markers();
+  Marker m;
   {
-    absl::MutexLock lock(&device->mu_);
-    if (!device->markers_.erase(m)) return;  // Freed by Recover.
-    core = std::move(m->core);
-    count = m->count;
-    delete m;
+    absl::MutexLock lock(&table.mu);
+    auto it = table.live.find(reinterpret_cast<uintptr_t>(marker));
+    if (it == table.live.end()) return;  // Forgotten: device failed or gone.
+    m = std::move(it->second);
+    table.live.erase(it);
+    ++table.posting;  // The device outlives this post (ForgetMarkers).
   }
-  device->dispatcher_->Post([core = std::move(core), count, end_ns] {
-    if (auto q = core.lock()) q->Completed(count, end_ns);
-  });
+  // Not under the table's lock: a post after the dispatcher stopped runs
+  // here, and may issue work that makes new markers.
+  m.device->dispatcher_->Post(
+      [core = std::move(m.core), count = m.count, end_ns] {
+        if (auto q = core.lock()) q->Completed(count, end_ns);
+      });
+  absl::MutexLock lock(&table.mu);
+  --table.posting;
 }
 
 bool CudaDevice::Tick() {
@@ -534,13 +558,13 @@ std::vector<std::unique_ptr<Module>> CudaDevice::BuiltinModules() {
   auto manifest = modules::ParseModuleManifest(
       embedded.manifest, "built-in samples manifest", "samples");
   if (!manifest.ok()) {
-    std::cerr << "gpustreamd: " << manifest.status() << std::endl;
+    log::Error("cuda_samples_refused").Status(manifest.status());
     return out;
   }
   auto module = CudaModule::Load(this, std::move(embedded.image), *manifest,
                                  "built-in samples.fatbin");
   if (!module.ok()) {
-    std::cerr << "gpustreamd: " << module.status() << std::endl;
+    log::Error("cuda_samples_refused").Status(module.status());
     return out;
   }
   {

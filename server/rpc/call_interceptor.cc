@@ -1,0 +1,76 @@
+#include "server/rpc/call_interceptor.h"
+
+#include "absl/time/clock.h"
+#include "server/log/log.h"
+
+namespace gpustream::rpc {
+namespace {
+
+using grpc::experimental::InterceptionHookPoints;
+
+bool DaemonAtFault(grpc::StatusCode code) {
+  return code == grpc::StatusCode::INTERNAL ||
+         code == grpc::StatusCode::UNKNOWN ||
+         code == grpc::StatusCode::DATA_LOSS;
+}
+
+class CallInterceptor : public grpc::experimental::Interceptor {
+ public:
+  CallInterceptor(grpc::experimental::ServerRpcInfo* info,
+                  metrics::Metrics* metrics)
+      : metrics_(metrics),
+        method_(metrics != nullptr ? metrics->ForMethod(info->method())
+                                   : nullptr),
+        info_(info),
+        unary_(info->type() == grpc::experimental::ServerRpcInfo::Type::UNARY) {
+  }
+
+  ~CallInterceptor() override {
+    if (metrics_ != nullptr) {
+      metrics_->RecordRpc(method_, code_, unary_, absl::Now() - start_);
+    }
+  }
+
+  void Intercept(
+      grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            InterceptionHookPoints::PRE_SEND_STATUS)) {
+      const grpc::Status status = methods->GetSendStatus();
+      code_ = status.error_code();
+      if (!status.ok()) Log(status);
+    }
+    methods->Proceed();
+  }
+
+ private:
+  void Log(const grpc::Status& status) const {
+    const log::Level level = DaemonAtFault(status.error_code())
+                                 ? log::Level::kError
+                                 : log::Level::kDebug;
+    if (!log::Enabled(level)) return;
+    log::Event(level, "rpc_failed")
+        .Str("method", info_->method() != nullptr ? info_->method() : "")
+        .Num("ms", absl::ToDoubleMilliseconds(absl::Now() - start_))
+        .CallStatus(
+            absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                         status.error_message()));
+  }
+
+  metrics::Metrics* const metrics_;
+  metrics::Metrics::Method* const method_;
+  // Owns this interceptor, so it outlives it.
+  grpc::experimental::ServerRpcInfo* const info_;
+  const bool unary_;
+  const absl::Time start_ = absl::Now();
+  int code_ = grpc::StatusCode::CANCELLED;
+};
+
+}  // namespace
+
+grpc::experimental::Interceptor*
+CallInterceptorFactory::CreateServerInterceptor(
+    grpc::experimental::ServerRpcInfo* info) {
+  return new CallInterceptor(info, metrics_);
+}
+
+}  // namespace gpustream::rpc

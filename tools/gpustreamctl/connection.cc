@@ -1,0 +1,128 @@
+// Option resolution and the channel to the daemon.
+#include "tools/gpustreamctl/connection.h"
+
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace gpustream::ctl {
+namespace {
+
+// The token in a token file: the file's text without surrounding
+// whitespace (editors and `echo` add a newline).
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--token_file ", path, " cannot be read"));
+  }
+  std::string text((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  if (in.bad()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--token_file ", path, " cannot be read"));
+  }
+  std::string token(absl::StripAsciiWhitespace(text));
+  if (token.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--token_file ", path, " is empty"));
+  }
+  return token;
+}
+
+// gRPC accepts only printable ASCII in a text header value; anything else
+// would fail every call with an unhelpful error. `source` names where the
+// token came from (never the token itself).
+absl::Status CheckToken(const std::string& token, const std::string& source) {
+  for (char c : token) {
+    if (c < 0x20 || c > 0x7e) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the token from ", source,
+          " has characters a bearer token cannot carry (printable ASCII "
+          "only)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Options> ResolveOptions(const RawOptions& raw) {
+  Options options;
+  options.json = raw.json;
+  options.target = !raw.target.empty()       ? raw.target
+                   : !raw.env_target.empty() ? raw.env_target
+                                             : kDefaultTarget;
+
+  if (!raw.token.empty() && !raw.token_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--token and --token_file are exclusive: give one");
+  }
+  std::string source;
+  if (!raw.token.empty()) {
+    options.token = raw.token;
+    source = "--token";
+  } else if (!raw.token_file.empty()) {
+    absl::StatusOr<std::string> token = ReadTokenFile(raw.token_file);
+    if (!token.ok()) return token.status();
+    options.token = *std::move(token);
+    source = "--token_file";
+  } else {
+    options.token = raw.env_token;
+    source = "$GPUSTREAM_TOKEN";
+  }
+  if (absl::Status s = CheckToken(options.token, source); !s.ok()) return s;
+
+  if (!raw.tls_ca.empty() || !raw.tls_cert.empty() || !raw.tls_key.empty()) {
+    // The daemon serves unix sockets in plaintext only; TLS there could
+    // never connect, and would look like an unreachable daemon (exit 3).
+    if (absl::StartsWith(options.target, "unix:")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--tls_ca, --tls_cert and --tls_key need a TCP target (host:port); "
+          "unix: sockets are plaintext, and the target is ",
+          options.target));
+    }
+    absl::StatusOr<client::TlsOptions> tls =
+        client::TlsOptions::FromFiles(raw.tls_ca, raw.tls_cert, raw.tls_key);
+    if (!tls.ok()) return absl::InvalidArgumentError(tls.status().message());
+    options.tls = *std::move(tls);
+  }
+
+  if (raw.timeout <= absl::ZeroDuration() ||
+      raw.timeout == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--timeout must be positive and finite, not ",
+                     absl::FormatDuration(raw.timeout)));
+  }
+  options.timeout = raw.timeout;
+  return options;
+}
+
+Connection::Connection(Options options) : options_(std::move(options)) {
+  client::ConnectOptions connect;
+  connect.token = options_.token;
+  connect.tls = options_.tls;
+  channel_ = client::OpenChannel(options_.target, connect);
+  gpustream_ = v1::GpuStream::NewStub(channel_);
+  admin_ = v1::Admin::NewStub(channel_);
+  health_ = grpc::health::v1::Health::NewStub(channel_);
+}
+
+std::unique_ptr<grpc::ClientContext> Connection::NewContext() const {
+  auto context = std::make_unique<grpc::ClientContext>();
+  // The daemon's bearer scheme (docs/api.md, Authentication).
+  if (!options_.token.empty()) {
+    context->AddMetadata("authorization", "Bearer " + options_.token);
+  }
+  context->set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
+  return context;
+}
+
+}  // namespace gpustream::ctl
