@@ -29,10 +29,7 @@ absl::StatusOr<std::string> ReadPem(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(in)),
                    std::istreambuf_iterator<char>());
-  if (!in.good() && !in.eof()) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot read ", path));
-  }
-  if (text.empty()) {
+  if (!in.is_open() || in.bad() || text.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot read ", path, " (missing or empty)"));
   }

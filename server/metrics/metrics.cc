@@ -9,11 +9,6 @@
 namespace gpustream::metrics {
 namespace {
 
-// The services the daemon registers whose methods get series of their own.
-// The proto services come from the generated descriptors, so a new RPC is
-// counted without touching this file.
-constexpr const char* kProtoServices[] = {"gpustream.v1.GpuStream",
-                                          "gpustream.v1.Admin"};
 // gRPC's built-in services (their descriptors are not linked in).
 constexpr std::pair<const char*, const char*> kBuiltinMethods[] = {
     {"grpc.health.v1.Health", "Check"},
@@ -101,19 +96,18 @@ Metrics::Metrics(const std::string& version)
   // zero to start from.
   submit_commands_[0] = &submit_commands_family_.Add({{"code", "OK"}});
 
-  const auto* pool = google::protobuf::DescriptorPool::generated_pool();
   auto add = [this](absl::string_view service, absl::string_view method) {
     auto entry = std::make_unique<Method>();
     entry->service = std::string(service);
     entry->name = std::string(method);
     methods_.emplace(absl::StrCat("/", service, "/", method), std::move(entry));
   };
-  // Linked in for its descriptors.
-  (void)v1::GpuStream::service_full_name();
-  for (const char* name : kProtoServices) {
-    const google::protobuf::ServiceDescriptor* service =
-        pool->FindServiceByName(name);
-    if (service == nullptr) continue;
+  // Every service of the API's proto file (GpuStream, Admin), from its
+  // generated descriptor: a new RPC is counted without touching this file.
+  const google::protobuf::FileDescriptor* api =
+      v1::GetStatsRequest::descriptor()->file();
+  for (int s = 0; s < api->service_count(); ++s) {
+    const google::protobuf::ServiceDescriptor* service = api->service(s);
     for (int i = 0; i < service->method_count(); ++i) {
       add(service->full_name(), service->method(i)->name());
     }

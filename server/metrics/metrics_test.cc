@@ -28,6 +28,10 @@ TEST(MetricsTest, CountsCallsByMethodAndCodeAndTimesUnaryOnes) {
   metrics.RecordRpc(open, 16, true, absl::Microseconds(40));
   metrics.RecordRpc(metrics.ForMethod("/gpustream.v1.GpuStream/Submit"), 1,
                     false, absl::Seconds(5));
+  metrics.RecordRpc(metrics.ForMethod("/gpustream.v1.Admin/GetStats"), 7, true,
+                    absl::Milliseconds(1));
+  metrics.RecordRpc(metrics.ForMethod("/grpc.health.v1.Health/Check"), 0, true,
+                    absl::Microseconds(80));
   const std::string text = Text(metrics.registry()->Collect());
   EXPECT_THAT(
       text,
@@ -53,6 +57,14 @@ TEST(MetricsTest, CountsCallsByMethodAndCodeAndTimesUnaryOnes) {
   EXPECT_THAT(text,
               Not(HasSubstr(
                   R"(gpustream_rpc_duration_seconds_count{method="Submit")")));
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          R"(gpustream_rpc_requests_total{code="PERMISSION_DENIED",method="GetStats",service="gpustream.v1.Admin"} 1)"));
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          R"(gpustream_rpc_requests_total{code="OK",method="Check",service="grpc.health.v1.Health"} 1)"));
   EXPECT_THAT(text, HasSubstr(R"(gpustream_build_info{version="1.2.3"} 1)"));
 }
 

@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/session_core.h"
 
 namespace gpustream::ctl {
 namespace {
@@ -116,11 +117,7 @@ Connection::Connection(Options options) : options_(std::move(options)) {
 }
 
 std::unique_ptr<grpc::ClientContext> Connection::NewContext() const {
-  auto context = std::make_unique<grpc::ClientContext>();
-  // The daemon's bearer scheme (docs/api.md, Authentication).
-  if (!options_.token.empty()) {
-    context->AddMetadata("authorization", "Bearer " + options_.token);
-  }
+  auto context = client::NewClientContext(options_.token);
   context->set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
   return context;
 }
