@@ -1,11 +1,10 @@
 // gpustreamd: the GPU stream daemon. See README.md and --help.
-#include <google/protobuf/text_format.h>
+#include <malloc.h>
 #include <signal.h>
 #include <sys/types.h>
 #include <unistd.h>
 
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -18,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "proto/gpustream/v1/server_config.pb.h"
 #include "server/backend/backend_factory.h"
+#include "server/config/config_file.h"
 #include "server/log/library_logs.h"
 #include "server/log/log.h"
 #include "server/metrics/metrics.h"
@@ -100,6 +100,8 @@ ABSL_FLAG(std::string, unix_socket_group, "",
 namespace gpustream {
 namespace {
 
+using config::LoadServerConfig;
+
 // "--listen a --listen b" would keep only b: join repeats into one list.
 std::vector<char*> MergeRepeatedListen(int argc, char** argv,
                                        std::string& merged) {
@@ -120,22 +122,6 @@ std::vector<char*> MergeRepeatedListen(int argc, char** argv,
     out.push_back(merged.data());
   }
   return out;
-}
-
-absl::StatusOr<v1::ServerConfig> LoadConfig(const std::string& path) {
-  v1::ServerConfig config;
-  if (path.empty()) return config;
-  std::ifstream in(path);
-  if (!in)
-    return absl::NotFoundError(
-        absl::StrCat("--config ", path, " cannot be read"));
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!google::protobuf::TextFormat::ParseFromString(text.str(), &config)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--config ", path, " is not a valid ServerConfig"));
-  }
-  return config;
 }
 
 // --- Transport security (TLS, the plaintext-TCP rule, unix sockets) ---
@@ -198,7 +184,7 @@ void LogListeners(const rpc::GrpcServer& server,
 // SIGHUP: rereads --config's tenants (weights, quotas, credentials). A
 // config that no longer parses keeps the tenants served now.
 void ReloadTenants(session::ServerCore& core, const std::string& path) {
-  auto config = LoadConfig(path);
+  auto config = LoadServerConfig(path);
   absl::Status reloaded =
       config.ok() ? core.ReloadTenants(*config) : config.status();
   if (!reloaded.ok()) {
@@ -222,6 +208,13 @@ T Or(T value, T fallback) {
 }
 
 int Run(int argc, char** argv) {
+  // Read results and staged writes (up to a message, 256 MiB) are allocated
+  // and freed per command. glibc raises its mmap threshold as large blocks
+  // are freed, after which they stay in the heap: the daemon's RSS would
+  // stay at the peak of a burst (a client that stopped reading) long after
+  // the memory was freed. A fixed threshold hands every block of 1 MiB or
+  // more back to the system when freed.
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
   absl::SetProgramUsageMessage(
       "gpustreamd: serves GPU streams, events, completion flags, memory and "
       "kernels over gRPC (gpustream.v1.GpuStream).\n"
@@ -242,7 +235,7 @@ int Run(int argc, char** argv) {
   log::CaptureLibraryLogs();
   log::Info("starting").Str("version", kServerVersion).Num("pid", getpid());
 
-  auto config = LoadConfig(absl::GetFlag(FLAGS_config));
+  auto config = LoadServerConfig(absl::GetFlag(FLAGS_config));
   if (!config.ok()) return StartFailed(config.status());
   std::vector<std::string> listen = absl::GetFlag(FLAGS_listen);
   if (listen.empty())

@@ -13,9 +13,11 @@
 #include <sstream>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "gtest/gtest.h"
 
 extern char** environ;
 
@@ -138,14 +140,37 @@ int DaemonProcess::Stop(int signal) {
   if (pid_ < 0) return -1;
   kill(pid_, signal);
   int status = WaitForExit(pid_, absl::Seconds(30));
-  if (status != -1) pid_ = -1;
+  if (status != -1) {
+    pid_ = -1;
+    // A report made while shutting down fails the test too.
+    if (absl::StrContains(log(), "Sanitizer")) {
+      ADD_FAILURE() << "gpustreamd reported a sanitizer error; its log:\n"
+                    << log();
+    }
+  }
   return status;
 }
 
 DaemonProcess::~DaemonProcess() {
   if (pid_ > 0) {
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
+    int status = 0;
+    const bool died = waitpid(pid_, &status, WNOHANG) == pid_;
+    if (!died) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    // A daemon that went away on its own (a crash, a sanitizer report under
+    // halt_on_error) or reported a sanitizer error fails the test, whatever
+    // the test's own calls saw; its log says why and is about to go.
+    const std::string text = log();
+    if (died || absl::StrContains(text, "Sanitizer")) {
+      ADD_FAILURE() << "gpustreamd "
+                    << (died ? absl::StrCat("exited on its own (wait status ",
+                                            status, ")")
+                             : "reported a sanitizer error")
+                    << "; its log:\n"
+                    << text;
+    }
   }
   unlink(socket_path_.c_str());
   unlink(ready_path_.c_str());

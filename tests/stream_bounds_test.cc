@@ -6,6 +6,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -193,6 +194,13 @@ class StreamBoundsTest : public ::testing::Test {
   }
 
   uint64_t rss() const { return ProcStatusBytes(daemon_->pid(), "VmRSS"); }
+  // Under ThreadSanitizer (--config=tsan sets GPUSTREAM_TSAN), its shadow
+  // memory, four times what the daemon touches, is part of the RSS, which
+  // then says little about what the daemon holds: the RSS bounds are
+  // checked by the other builds.
+  static bool RssMeaningful() {
+    return std::getenv("GPUSTREAM_TSAN") == nullptr;
+  }
   uint64_t peak_rss() const { return ProcStatusBytes(daemon_->pid(), "VmHWM"); }
 
   std::string config_path_;
@@ -305,8 +313,10 @@ TEST_F(StreamBoundsTest,
   std::fprintf(stderr, "daemon memory: %llu MiB before, %llu MiB at most\n",
                static_cast<unsigned long long>(rss_before / kMiB),
                static_cast<unsigned long long>(peak / kMiB));
-  EXPECT_LT(peak,
-            rss_before + kPendingLimit + 2 * kReadBytes + kAllocatorSlack);
+  if (RssMeaningful()) {
+    EXPECT_LT(peak,
+              rss_before + kPendingLimit + 2 * kReadBytes + kAllocatorSlack);
+  }
 }
 
 // The C++ client joins a read's pieces: a read far larger than a message
@@ -404,7 +414,8 @@ TEST_F(StreamBoundsTest,
   EXPECT_EQ(data.data(), pattern.substr(1000, 64));
 
   // Nothing of the cancelled streams' results stays.
-  EXPECT_TRUE(PollUntil(absl::Seconds(10),
+  EXPECT_TRUE(!RssMeaningful() ||
+              PollUntil(absl::Seconds(10),
                         [&] { return rss() < rss_before + kAllocatorSlack; }))
       << "before: " << rss_before << ", now: " << rss();
 
@@ -460,7 +471,7 @@ TEST_F(StreamBoundsTest, UnreadResultsHoldBackTheClientsRequests) {
     absl::MutexLock lock(&mu);
     EXPECT_LT(written, kRequests);
   }
-  EXPECT_LT(rss(), rss_before + kAllocatorSlack);
+  if (RssMeaningful()) EXPECT_LT(rss(), rss_before + kAllocatorSlack);
 
   uint64_t failures = 0, completed = 0;
   v1::SubmitResponse resp;
@@ -608,7 +619,7 @@ TEST_F(StreamBoundsTest, UnreadWatcherStaysBoundedAndLearnsWhatWasDropped) {
   EXPECT_GE(walk.reports, 1u);
   // The stream's queue, plus what the transport took.
   EXPECT_LE(walk.delivered, kStreamQueue + kInTransport);
-  EXPECT_LT(rss_after, rss_before + kAllocatorSlack);
+  if (RssMeaningful()) EXPECT_LT(rss_after, rss_before + kAllocatorSlack);
   std::fprintf(stderr,
                "unread watcher: %llu delivered, %llu dropped in %llu "
                "reports\n",

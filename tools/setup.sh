@@ -19,6 +19,8 @@ build_packages=(
 test_packages=(
   python3-numpy python3-pytest python3-venv python3-prometheus-client
   python3-yaml clang-format openssl
+  # The fuzz targets (tests/fuzz, tools/fuzz.sh): libFuzzer needs clang.
+  clang-14 libclang-rt-14-dev libfuzzer-14-dev
   # The compose suite (tools/compose-test.sh) runs a real Docker engine.
   docker.io docker-compose debootstrap
 )

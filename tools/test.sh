@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Every test: installs what is missing, runs the whole suite (CPU backend and
 # CUDA backend over the fake driver; real-GPU cases run where a GPU is),
-# then the docker-compose integration suite with the binaries just built
-# (the daemon's image under docker-compose, driven from client containers),
-# then the suite again under AddressSanitizer + UndefinedBehaviorSanitizer,
-# then builds and tests the daemon as it builds on a machine without a CUDA
-# toolkit.
+# then the docker-compose integration suite with the binaries just built,
+# then the short soak (load, kill storms, misbehaving clients, drain) against
+# those binaries, then the suite again under AddressSanitizer +
+# UndefinedBehaviorSanitizer and under ThreadSanitizer, then each fuzz
+# target for a minute, then the build and suite as they are on a machine
+# without a CUDA toolkit. docs/testing.md says what each phase proves.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,8 +17,14 @@ phase() {  # phase NAME COMMAND...: runs it and says how long it took.
   echo "test.sh: $name passed in $((SECONDS - started)) s" >&2
 }
 
+started=$SECONDS
 bash tools/setup.sh
 phase "bazel test" bazel test //...
 phase "compose suite" bash tools/compose-test.sh
+phase "soak (short)" bash tools/soak.sh --short
 phase "bazel test --config=asan" bazel test --config=asan //...
+phase "bazel test --config=tsan" bazel test --config=tsan //...
+# All five fuzz targets at once, a minute each (about 40% of a core each).
+phase "fuzz (short)" bash tools/fuzz.sh --seconds 60 --parallel 5
 phase "bazel test --config=nocuda" bazel test --config=nocuda //...
+echo "test.sh: everything passed in $((SECONDS - started)) s" >&2

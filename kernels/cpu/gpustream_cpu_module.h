@@ -95,13 +95,15 @@ typedef struct {
   size_t error_size;
   /* ABI 2. Nonzero once the daemon asks the kernel to return early (its
    * time limit passed, or its queue was cancelled); never null. Written by
-   * another thread: read it through this volatile pointer each time. */
+   * another thread: read it with gs_stop_requested() each time. */
   const volatile int* stop_requested;
 } GsLaunch;
 
 /* Whether the kernel should return now (see "Stopping" above). */
 static inline int gs_stop_requested(const GsLaunch* launch) {
-  return *launch->stop_requested != 0;
+  /* An atomic load (GCC and Clang, C and C++): the word is written by
+   * another thread, and a plain read of it would be a data race. */
+  return __atomic_load_n(launch->stop_requested, __ATOMIC_ACQUIRE) != 0;
 }
 
 /* Returns 0 on success, nonzero on a device fault (see `error`). */

@@ -34,6 +34,14 @@ bool Holds(const GsSpan& s, uint64_t count, uint64_t elem) {
   return count <= s.size / elem;
 }
 
+// How far a buffer argument is from an `elem`-byte boundary (0: aligned).
+// A GPU faults on a misaligned access (CUDA_ERROR_MISALIGNED_ADDRESS) and on
+// the CPU it is undefined, so a kernel fails instead, naming only the
+// remainder (never a host address).
+uint64_t Misalignment(const GsSpan& s, uint64_t elem) {
+  return reinterpret_cast<uintptr_t>(s.data) % elem;
+}
+
 // n elements processed by a launch: threads past n do nothing, as on a GPU.
 uint64_t Active(const GsLaunch& l, uint64_t n) {
   const uint64_t threads = ThreadCount(l);
@@ -47,6 +55,10 @@ int FillU32(const GsLaunch* l) {
   if (!Holds(out, n, 4)) {
     return Fail(*l, "fill_u32: n=%llu elements exceed the buffer's %llu bytes",
                 n, out.size);
+  }
+  if (n > 0 && Misalignment(out, 4) != 0) {
+    return Fail(*l, "fill_u32: out is not aligned to %llu bytes (off by %llu)",
+                4, Misalignment(out, 4));
   }
   auto* p = static_cast<uint32_t*>(out.data);
   for (uint64_t i = 0; i < n; ++i) p[i] = value;
@@ -65,6 +77,12 @@ int VectorAddF32(const GsLaunch* l) {
                   "bytes",
                   n, s->size);
     }
+    if (n > 0 && Misalignment(*s, 4) != 0) {
+      return Fail(*l,
+                  "vector_add_f32: a buffer is not aligned to %llu bytes (off "
+                  "by %llu)",
+                  4, Misalignment(*s, 4));
+    }
   }
   const auto* pa = static_cast<const float*>(a.data);
   const auto* pb = static_cast<const float*>(b.data);
@@ -81,6 +99,11 @@ int SaxpyF32(const GsLaunch* l) {
   if (!Holds(x, n, 4) || !Holds(y, n, 4)) {
     return Fail(*l, "saxpy_f32: n=%llu elements exceed a buffer of %llu bytes",
                 n, x.size < y.size ? x.size : y.size);
+  }
+  if (n > 0 && (Misalignment(x, 4) != 0 || Misalignment(y, 4) != 0)) {
+    return Fail(*l,
+                "saxpy_f32: x or y is not aligned to %llu bytes (off by %llu)",
+                4, Misalignment(x, 4) | Misalignment(y, 4));
   }
   const auto* px = static_cast<const float*>(x.data);
   auto* py = static_cast<float*>(y.data);

@@ -348,6 +348,13 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // Streams per connection: each costs the daemon about 12 KiB even when
+  // its peer never finishes sending, and gRPC sets no limit of its own. The
+  // clients use two streams per session plus unary calls; a user of raw
+  // stubs that parks many unary waits on one connection gets up to this
+  // many at once (more wait in the client until one ends).
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             kMaxStreamsPerConnection);
   std::vector<
       std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
       interceptors;

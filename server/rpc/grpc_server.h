@@ -20,6 +20,9 @@
 
 namespace gpustream::rpc {
 
+// HTTP/2 streams one connection may have open at once.
+inline constexpr int kMaxStreamsPerConnection = 1024;
+
 // How to serve. The transport fields are gpustreamd's flags of the same
 // names, and errors name them so.
 struct ServerOptions {

@@ -83,6 +83,7 @@ class Tenant {
   uint32_t sessions() const { return sessions_.load(); }
   uint32_t queues() const { return queues_.load(); }
   uint64_t memory_bytes() const { return memory_bytes_.load(); }
+  uint32_t waits() const { return waits_.load(); }
   // Fills `stats` (GetStats).
   void Describe(v1::TenantStats* stats) const;
 

@@ -620,12 +620,13 @@ TEST_P(DeviceConformanceTest, AccountCountsEachCommandThatRan) {
   // without one charges none of it.
   auto q2 = AccountQueue(*device_, account, /*session=*/2);
   auto other = NewQueue();
+  // One after the other: the three add to the same counter.
   for (auto* x : {q.get(), q2.get(), other.get()}) {
     ASSERT_TRUE(
         x->Launch(K("add_u64"), {{1}, {1}}, {BufferArg{buf}, uint64_t{1}})
             .ok());
+    ASSERT_TRUE(Sync(*x).ok());
   }
-  for (auto* x : {q.get(), q2.get(), other.get()}) ASSERT_TRUE(Sync(*x).ok());
   EXPECT_TRUE(Eventually([&] {
     return account->inflight_commands.load() == 0 &&
            account->commands_completed.load() == 16;

@@ -58,8 +58,11 @@ bool RoundUp(size_t size, size_t align, size_t* rounded) {
   return true;
 }
 
-// Registers a new allocation of `ctx`; with `limit`, counts it as device
-// memory and fails with CUDA_ERROR_OUT_OF_MEMORY beyond the limit.
+// Registers a new allocation of `ctx`: device memory counted against
+// `limit` (CUDA_ERROR_OUT_OF_MEMORY beyond it), or pinned host memory, not
+// counted but refused past `limit` in one piece, as a real driver refuses
+// more than the host can pin (and a sanitizer's allocator would abort the
+// process on an impossible size rather than return null).
 CUresult Allocate(const Context& ctx, size_t size, bool pinned, unsigned flags,
                   uint64_t limit, uintptr_t* base) {
   size_t rounded;
@@ -72,6 +75,7 @@ CUresult Allocate(const Context& ctx, size_t size, bool pinned, unsigned flags,
   if (ctx.destroyed()) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
   uint64_t& used = t.device_bytes[&ctx];
   if (!pinned && rounded > limit - used) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (pinned && rounded > limit) return CUDA_ERROR_OUT_OF_MEMORY;
   void* p =
       std::aligned_alloc(pinned ? kPinnedAlignment : kDeviceAlignment, rounded);
   if (p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -198,7 +202,8 @@ CUresult Fake_cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) {
                               CU_MEMHOSTALLOC_WRITECOMBINED;
   if (pp == nullptr || (Flags & ~kKnown) != 0) return CUDA_ERROR_INVALID_VALUE;
   uintptr_t base;
-  if (CUresult r = Allocate(*ctx, bytesize, true, Flags, 0, &base);
+  if (CUresult r = Allocate(*ctx, bytesize, true, Flags,
+                            GetConfig()->memory_bytes, &base);
       r != CUDA_SUCCESS) {
     return r;
   }

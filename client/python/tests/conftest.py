@@ -80,11 +80,22 @@ class Daemon:
             return f.read()
 
     def stop(self) -> None:
+        """Stops the daemon; fails if it crashed or a sanitizer reported.
+
+        Under --config=asan/tsan the daemon is instrumented and aborts on its
+        first report: the tests' later calls would only see UNAVAILABLE.
+        """
+        crashed = self.process.poll() in (-signal.SIGSEGV, -signal.SIGABRT,
+                                          66)
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGCONT)
             self.process.kill()
             self.process.wait(30)
+        log = self.log()
         shutil.rmtree(self.dir, ignore_errors=True)
+        if crashed or "Sanitizer" in log:
+            raise AssertionError(
+                f"gpustreamd crashed or reported a sanitizer error:\n{log}")
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 
+#include <cstring>
 #include <type_traits>
 
 #include "absl/status/status.h"
@@ -115,7 +116,11 @@ absl::StatusOr<std::unique_ptr<CpuModule>> CpuModule::Create(
                   .static_shared_memory_bytes = 0,
                   .max_dynamic_shared_memory_bytes = kCpuMaxSharedMemoryBytes};
     for (uint32_t p = 0; p < kdef.num_params; ++p) {
-      const int kind = kdef.params[p];
+      // Read as the int a C module stores: through the C++ enum type a
+      // value the enum lacks (what this check rejects) would be undefined.
+      static_assert(sizeof(GsParamKind) == sizeof(int));
+      int kind;
+      std::memcpy(&kind, &kdef.params[p], sizeof(kind));
       if (kind < GS_PARAM_BUFFER || kind > GS_PARAM_BYTES) {
         return absl::InvalidArgumentError(
             absl::StrCat(origin, ": kernel ", kdef.name, " param ", p,

@@ -72,7 +72,8 @@ TEST(CpuModuleAbiTest, SpinNsPollsTheStopWordAndSaturates) {
   });
   absl::SleepFor(absl::Milliseconds(100));
   EXPECT_FALSE(returned.load());
-  stop = 1;
+  // The daemon's watchdog writes the word atomically (LaunchSlot).
+  __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
   runner.join();
   EXPECT_TRUE(returned.load());
 }

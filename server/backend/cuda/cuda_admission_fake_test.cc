@@ -363,11 +363,15 @@ TEST_F(CudaAdmissionFakeTest, QueueThatReleasesParkedWorkStillRuns) {
 // Cancelled queues waiting for admission leave it: nothing stays counted.
 TEST_F(CudaAdmissionFakeTest, CancelledWaitingQueuesLeaveAdmission) {
   auto account = std::make_shared<WorkAccount>("t");
+  // A buffer per queue: the streams run concurrently, and writes of two
+  // streams to the same bytes would race.
+  std::vector<std::shared_ptr<Buffer>> targets;
   for (int i = 0; i < 4; ++i) {
     auto q = NewQueue(account, i);
+    targets.push_back(*device_->Allocate(8, MemoryKind::kDevice));
     ASSERT_TRUE(q->WaitFlag(flag_, 1, WaitCondition::kEqual).ok());
     for (int j = 0; j < 600; ++j) {
-      ASSERT_TRUE(q->Write(counter_, 0, std::string(8, '\1')).ok());
+      ASSERT_TRUE(q->Write(targets.back(), 0, std::string(8, '\1')).ok());
     }
   }
   EXPECT_TRUE(Settled(account.get()).waiting);

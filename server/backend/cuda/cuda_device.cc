@@ -57,12 +57,14 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(
   }
   auto device = std::unique_ptr<CudaDevice>(
       new CudaDevice(std::move(driver), ordinal, dev));
-  if (absl::Status s = ToStatus(
-          device->driver_->cuDevicePrimaryCtxRetain(&device->context_, dev),
-          "cuDevicePrimaryCtxRetain", device->driver_.get());
+  CUcontext context = nullptr;
+  if (absl::Status s =
+          ToStatus(device->driver_->cuDevicePrimaryCtxRetain(&context, dev),
+                   "cuDevicePrimaryCtxRetain", device->driver_.get());
       !s.ok()) {
     return s;
   }
+  device->context_.store(context, std::memory_order_release);
   if (absl::Status s = device->ReadInfo(); !s.ok()) return s;
   device->cleanup_ = std::make_unique<util::SerialExecutor>();
   CudaDevice* raw = device.get();
@@ -118,15 +120,16 @@ CudaDevice::~CudaDevice() {
 
 absl::Status CudaDevice::MakeCurrent() {
   const uint64_t epoch = this->epoch();
-  if (current_device == this && current_context == context_ &&
+  const CUcontext context = context_.load(std::memory_order_acquire);
+  if (current_device == this && current_context == context &&
       current_epoch == epoch) {
     return absl::OkStatus();
   }
-  absl::Status s = ToStatus(driver_->cuCtxSetCurrent(context_),
+  absl::Status s = ToStatus(driver_->cuCtxSetCurrent(context),
                             "cuCtxSetCurrent", driver_.get());
   if (s.ok()) {
     current_device = this;
-    current_context = context_;
+    current_context = context;
     current_epoch = epoch;
   }
   return s;
@@ -269,20 +272,25 @@ absl::Status CudaDevice::Recover() {
   ForgetMarkers();  // Their callbacks never run now.
   events_.Forget();
   staging_.Forget();
-  slots_.Forget();
   epoch_.fetch_add(1, std::memory_order_acq_rel);
+  // After the epoch moved: a slot of the old context put back from now on is
+  // dropped (CudaSlotAllocator::Put), so none survives into the new one,
+  // whose reset frees the old slabs.
+  slots_.Forget();
   if (absl::Status s = Check(driver_->cuDevicePrimaryCtxReset(device_),
                              "cuDevicePrimaryCtxReset");
       !s.ok()) {
     return s;
   }
   driver_->cuDevicePrimaryCtxRelease(device_);
+  CUcontext context = nullptr;
   if (absl::Status s =
-          Check(driver_->cuDevicePrimaryCtxRetain(&context_, device_),
+          Check(driver_->cuDevicePrimaryCtxRetain(&context, device_),
                 "cuDevicePrimaryCtxRetain");
       !s.ok()) {
     return s;
   }
+  context_.store(context, std::memory_order_release);
   current_context = nullptr;
   if (absl::Status s = MakeCurrent(); !s.ok()) return s;
   std::vector<CudaModule*> modules;
@@ -295,8 +303,8 @@ absl::Status CudaDevice::Recover() {
   }
   // The dispatcher makes the new context current on its next call.
   dispatcher_->Post([this] { MakeCurrent().IgnoreError(); });
-  absl::MutexLock lock(&mu_);
-  failure_ = absl::OkStatus();
+  // failure_ stays: a caller that saw failed() just before this still
+  // reports why (it must never report an OK status as the failure).
   failed_.store(false, std::memory_order_release);
   return absl::OkStatus();
 }

@@ -73,7 +73,9 @@ class CudaDevice : public Device {
   absl::Status MakeCurrent();
   uint64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
   bool failed() const { return failed_.load(std::memory_order_acquire); }
-  // The ABORTED status the device failed with (OK while healthy).
+  // The ABORTED status the device last failed with (OK if it never did).
+  // Kept after a recovery, so that a caller that saw failed() race with
+  // Recover() still gets the reason, never OK.
   absl::Status failure();
   // A driver call failed: fatal codes fail the device. Returns the status.
   absl::Status Check(CUresult r, const char* call);
@@ -142,7 +144,9 @@ class CudaDevice : public Device {
   const std::shared_ptr<const CudaDriver> driver_;
   const int ordinal_;
   const CUdevice device_;
-  CUcontext context_ = nullptr;
+  // Replaced by Recover() while other threads (stats, queues) make it
+  // current.
+  std::atomic<CUcontext> context_{nullptr};
   std::atomic<uint64_t> epoch_{1};
   std::atomic<bool> failed_{false};
   DeviceInfo info_;

@@ -145,8 +145,10 @@ absl::StatusOr<CudaSlotAllocator::Slot> CudaSlotAllocator::Get() {
 }
 
 void CudaSlotAllocator::Put(Slot slot) {
-  if (slot.epoch != device_->epoch()) return;
+  // Checked under the lock: a slot checked before Recover moves the epoch
+  // must be in free_ before Forget clears it, never pushed after.
   absl::MutexLock lock(&mu_);
+  if (slot.epoch != device_->epoch()) return;
   free_.push_back(slot);
 }
 

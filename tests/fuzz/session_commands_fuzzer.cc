@@ -1,0 +1,328 @@
+// Fuzz target: a sequence of Submit commands, decoded from the input by
+// CommandDecoder, run against one in-process session, as the Submit stream
+// runs them (server/rpc/submit_reactor.cc), on the CPU backend or, built
+// with GS_FUZZ_CUDA_FAKE, on the CUDA backend over //tests/fake_cuda.
+//
+// Invariants checked after every input (a violation aborts, which libFuzzer
+// reports as a crash and the corpus test as a failure):
+// - every command completes exactly once, within a bound, also after the
+//   session closed;
+// - every status is OK or a code of the API's error table that a session
+//   command can return, and an error names what failed (non-empty message);
+// - once the session is closed, the tenant's sessions, queues, memory,
+//   staged bytes and in-flight commands are back to zero, and the device's
+//   memory is back where it was before the input.
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "proto/gpustream/v1/gpustream.pb.h"
+#include "server/backend/backend_factory.h"
+#include "server/log/log.h"
+#include "server/session/ops.h"
+#include "server/session/server_core.h"
+#include "tests/fuzz/command_decoder.h"
+
+namespace gpustream::fuzz {
+namespace {
+
+using session::Session;
+
+// How long an input may take to finish once its session is closed: waits
+// are 3 ms at most and the teardown drains in far less unless the server
+// misbehaves.
+constexpr absl::Duration kSettleLimit = absl::Seconds(20);
+
+[[noreturn]] void Fail(const std::string& what) {
+  std::fprintf(stderr, "session_commands_fuzzer: INVARIANT VIOLATED: %s\n",
+               what.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+// The daemon's core with one device, shared by every input: creating a
+// device per input would cost more than the input itself. Each input opens
+// and closes its own session, so no state but the device's carries over.
+struct Harness {
+  std::unique_ptr<session::ServerCore> core;
+  session::Principal who;
+  uint64_t device_memory_at_start = 0;
+};
+Harness* harness = nullptr;
+
+#ifdef GS_FUZZ_CUDA_FAKE
+// libfakecuda.so in the runfiles: a test's TEST_SRCDIR, else beside the
+// binary (bazel-bin/tests/fuzz/<name>.runfiles).
+std::string FakeDriverPath(const char* argv0) {
+  const char* root = std::getenv("TEST_SRCDIR");
+  if (root == nullptr) root = std::getenv("RUNFILES_DIR");
+  const std::string base =
+      root != nullptr ? root : std::string(argv0) + ".runfiles";
+  return base + "/gpustream/tests/fake_cuda/libfakecuda.so";
+}
+#endif
+
+std::unique_ptr<backend::Device> OpenDevice(const char* argv0) {
+  backend::BackendOptions options;
+#ifdef GS_FUZZ_CUDA_FAKE
+  options.backend = "cuda";
+  options.cuda_driver = FakeDriverPath(argv0);
+  setenv("FAKECUDA_MEMORY_BYTES", "67108864", /*overwrite=*/0);
+#else
+  (void)argv0;
+  options.backend = "cpu";
+  options.cpu.memory_limit_bytes = uint64_t{64} << 20;
+  options.cpu.threads = 2;
+  options.cpu.priority_greatest = -5;
+  // Bounds a launch the decoder let through with a long loop.
+  options.cpu.kernel_time_limit = absl::Milliseconds(50);
+#endif
+  auto devices = backend::CreateDevices(options);
+  if (!devices.ok())
+    Fail(absl::StrCat("no device: ", devices.status().ToString()));
+  return std::move(devices->devices.front());
+}
+
+bool AllowedCode(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kOk:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kInternal:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kUnimplemented:
+    case absl::StatusCode::kCancelled:
+      return true;
+#ifdef GS_FUZZ_CUDA_FAKE
+    // A kernel that faults loses the (fake) GPU's context: the device's
+    // sessions end with ABORTED.
+    case absl::StatusCode::kAborted:
+      return true;
+#endif
+    default:
+      return false;
+  }
+}
+
+// The completions of one input's commands. Thread-safe: `done` callbacks
+// run on backend and timer threads.
+class Completions {
+ public:
+  // A callback for command `index` (from 0, in order).
+  Session::Done Expect(size_t index) {
+    {
+      absl::MutexLock lock(&mu_);
+      statuses_.emplace_back();
+      ++pending_;
+    }
+    return [this, index](absl::Status status) {
+      absl::MutexLock lock(&mu_);
+      if (statuses_[index].has_value()) {
+        Fail(absl::StrCat("command #", index,
+                          " completed twice: ", statuses_[index]->ToString(),
+                          ", then ", status.ToString()));
+      }
+      statuses_[index] = std::move(status);
+      --pending_;
+    };
+  }
+
+  // The status of command `index` if it completed already.
+  std::optional<absl::Status> Get(size_t index) {
+    absl::MutexLock lock(&mu_);
+    return statuses_[index];
+  }
+
+  // Waits for every command to complete, then checks their codes.
+  void Check(const std::vector<std::unique_ptr<v1::Command>>& commands) {
+    absl::MutexLock lock(&mu_);
+    auto all_done = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return pending_ == 0;
+    };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&all_done), kSettleLimit)) {
+      for (size_t i = 0; i < statuses_.size(); ++i) {
+        if (!statuses_[i].has_value()) {
+          Fail(absl::StrCat("command #", i, " never completed: ",
+                            commands[i]->ShortDebugString()));
+        }
+      }
+    }
+    for (size_t i = 0; i < statuses_.size(); ++i) {
+      const absl::Status& s = *statuses_[i];
+      if (!AllowedCode(s.code()) || (!s.ok() && s.message().empty())) {
+        Fail(absl::StrCat("command #", i, " ", commands[i]->ShortDebugString(),
+                          " returned ", s.ToString(),
+                          ": not a code of the error table, or no message"));
+      }
+    }
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::optional<absl::Status>> statuses_ ABSL_GUARDED_BY(mu_);
+  size_t pending_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Runs one command on `session` as the Submit stream does.
+void Run(const v1::Command& command, Session& session,
+         const std::string& session_id, v1::CommandResult& result,
+         Session::Done done) {
+  switch (command.op_case()) {
+#define GS_FUZZ_CASE(Name, field)                               \
+  case v1::Command::k##Name:                                    \
+    session::Invoke(session, &Session::Name, command.field(),   \
+                    result.mutable_##field(), std::move(done)); \
+    return;
+    GPUSTREAM_SESSION_OPS(GS_FUZZ_CASE)
+#undef GS_FUZZ_CASE
+    case v1::Command::kCloseSession: {
+      v1::CloseSessionRequest req;
+      req.set_session_id(session_id);
+      harness->core->CloseSession(
+          harness->who, req, result.mutable_close_session(), std::move(done));
+      return;
+    }
+    case v1::Command::kKeepAlive: {
+      v1::KeepAliveRequest req;
+      req.set_session_id(session_id);
+      done(harness->core->KeepAlive(harness->who, req,
+                                    result.mutable_keep_alive()));
+      return;
+    }
+    case v1::Command::OP_NOT_SET:
+      break;
+  }
+  done(absl::InvalidArgumentError(
+      absl::StrCat("command seq ", command.seq(), " has no op set")));
+}
+
+// What the tenant and the device still hold, or "" when nothing.
+std::string Leftovers() {
+  v1::GetStatsResponse stats;
+  harness->core->Stats(&stats);
+  std::string out;
+  for (const v1::TenantStats& t : stats.tenants()) {
+    if (t.sessions() != 0 || t.queues() != 0 || t.memory_bytes() != 0 ||
+        t.inflight_commands() != 0 || t.staged_bytes() != 0) {
+      absl::StrAppend(&out, "tenant ", t.ShortDebugString(), "; ");
+    }
+  }
+  for (const v1::DeviceStats& d : stats.devices()) {
+    if (d.memory_used_bytes() != harness->device_memory_at_start) {
+      absl::StrAppend(&out, "device memory_used_bytes ", d.memory_used_bytes(),
+                      " (", harness->device_memory_at_start,
+                      " before the input); ");
+    }
+  }
+  return out;
+}
+
+// Work the teardown let go of may still be finishing (a GPU stream runs
+// what it was handed): counters get a moment to settle before a leak is
+// declared.
+void CheckNothingLeft() {
+  const absl::Time deadline = absl::Now() + kSettleLimit;
+  std::string left = Leftovers();
+  while (!left.empty() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+    left = Leftovers();
+  }
+  if (!left.empty()) Fail("after the session closed: " + left);
+}
+
+std::shared_ptr<Session> OpenSession(std::string* id) {
+  // A device recovering from a fault (cuda_fake) may refuse for a moment.
+  const absl::Time deadline = absl::Now() + kSettleLimit;
+  while (true) {
+    v1::OpenSessionResponse opened;
+    absl::Status s = harness->core->OpenSession(harness->who, {}, &opened);
+    if (s.ok()) {
+      *id = opened.session_id();
+      auto session = harness->core->FindSession(harness->who, *id);
+      if (!session.ok())
+        Fail(absl::StrCat("opened, not found: ", session.status().ToString()));
+      return *session;
+    }
+    if (absl::Now() > deadline)
+      Fail(absl::StrCat("OpenSession: ", s.ToString()));
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+}
+
+}  // namespace
+}  // namespace gpustream::fuzz
+
+#ifdef GS_FUZZ_CUDA_FAKE
+// LeakSanitizer's scan at exit crashes ("Tracer caught signal 11") while the
+// fake driver's stream threads are alive, failing a run that found nothing.
+// What the daemon holds is checked after every input instead (tenant and
+// device counters back to their starting values).
+extern "C" int __lsan_is_turned_off() { return 1; }
+#endif
+
+extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
+  using namespace gpustream;
+  // Session open and close lines for every input would drown the output.
+  log::Init(log::Level::kError, log::Format::kText);
+  session::ManagerOptions options;
+  // Small limits, so that inputs reach them.
+  options.session_limits.max_queues = 6;
+  options.session_limits.max_objects = 48;
+  std::vector<std::unique_ptr<backend::Device>> devices;
+  devices.push_back(fuzz::OpenDevice((*argv)[0]));
+  auto core = session::ServerCore::Create(std::move(devices), {}, options);
+  if (!core.ok())
+    fuzz::Fail(absl::StrCat("ServerCore: ", core.status().ToString()));
+  fuzz::harness = new fuzz::Harness{*std::move(core)};
+  fuzz::harness->who = *fuzz::harness->core->Authenticate({});
+  v1::GetStatsResponse stats;
+  fuzz::harness->core->Stats(&stats);
+  fuzz::harness->device_memory_at_start = stats.devices(0).memory_used_bytes();
+  (void)argc;
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace gpustream;
+  std::string id;
+  std::shared_ptr<session::Session> session = fuzz::OpenSession(&id);
+  fuzz::CommandDecoder decoder(data, size, session->default_queue_id());
+  fuzz::Completions completions;
+  std::vector<std::unique_ptr<v1::Command>> commands;
+  // Responses are written until each command's done runs.
+  std::vector<std::unique_ptr<v1::CommandResult>> results;
+  while (decoder.HasNext()) {
+    commands.push_back(std::make_unique<v1::Command>(decoder.Next()));
+    results.push_back(std::make_unique<v1::CommandResult>());
+    const size_t index = commands.size() - 1;
+    fuzz::Run(*commands[index], *session, id, *results[index],
+              completions.Expect(index));
+    // Creates complete at once: learn their ids for the commands after.
+    if (auto status = completions.Get(index)) {
+      decoder.Observe(*commands[index], *results[index], *status);
+    }
+  }
+  // Closing cancels what still waits; every command then completes.
+  commands.push_back(std::make_unique<v1::Command>());
+  commands.back()->mutable_close_session();
+  results.push_back(std::make_unique<v1::CommandResult>());
+  fuzz::Run(*commands.back(), *session, id, *results.back(),
+            completions.Expect(commands.size() - 1));
+  completions.Check(commands);
+  session.reset();
+  fuzz::CheckNothingLeft();
+  return 0;
+}
