@@ -143,9 +143,9 @@ int DaemonProcess::Stop(int signal) {
   if (status != -1) {
     pid_ = -1;
     // A report made while shutting down fails the test too.
-    if (absl::StrContains(log(), "Sanitizer")) {
+    if (const std::string text = log(); absl::StrContains(text, "Sanitizer")) {
       ADD_FAILURE() << "gpustreamd reported a sanitizer error; its log:\n"
-                    << log();
+                    << text;
     }
   }
   return status;

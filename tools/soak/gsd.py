@@ -46,16 +46,22 @@ def install_signal_cleanup():
     signal.signal(signal.SIGINT, _on_signal)
 
 
+def with_pdeathsig(command):
+    """The command run through util-linux's setpriv, which sets
+    PR_SET_PDEATHSIG (SIGKILL) and execs it: the child dies when the driver
+    does. (A preexec_fn calling prctl is unsafe in a process with threads,
+    which the drivers have: their samplers.)"""
+    return ["setpriv", "--pdeathsig", "KILL", "--", *command]
+
+
 def spawn(cmd, nice=None, **kwargs):
-    """Popen that dies with this script (util-linux setpriv sets
-    PR_SET_PDEATHSIG, then execs cmd: no preexec_fn, which is unsafe in a
-    process with threads) and is killed at its exit. nice: run it under
+    """Popen that dies with this script (with_pdeathsig) and is killed at
+    its exit. nice: run it under
     `nice -n NICE` (abusers, so they do not starve the daemon and the good
     client on a small machine)."""
     if nice is not None:
         cmd = ["nice", "-n", str(nice), *cmd]
-    p = subprocess.Popen(["setpriv", "--pdeathsig", "KILL", "--", *cmd],
-                         **kwargs)
+    p = subprocess.Popen(with_pdeathsig(cmd), **kwargs)
     _children.append(p)
     return p
 

@@ -21,15 +21,6 @@ ADMIN_TOKEN = "soak-admin-token"
 CLIENT_TENANT = "soak"
 
 
-def with_pdeathsig(command):
-    """The command run through util-linux's setpriv, which sets
-    PR_SET_PDEATHSIG (SIGKILL) and execs it: the child dies when the driver
-    does, so a killed driver never leaves clients or a daemon behind. (A
-    preexec_fn calling prctl is unsafe in a process with threads, which the
-    driver has: the Sampler.)"""
-    return ["setpriv", "--pdeathsig", "KILL", "--", *command]
-
-
 def log(*args):
     print(*args, flush=True)
 
@@ -78,7 +69,7 @@ class Daemon:
                 f"token_sha256: '{_sha256(ADMIN_TOKEN)}' }}\n")
         ready = os.path.join(self.dir, "ready")
         with open(self.log_path, "w") as out:
-            self.proc = subprocess.Popen(with_pdeathsig(
+            self.proc = subprocess.Popen(gsd.with_pdeathsig(
                 [os.path.join(bin_dir, "server/gpustreamd"), "--backend=cpu",
                  "--config=" + config, "--listen=" + self.target,
                  "--ready_file=" + ready, *extra_flags]),
@@ -229,7 +220,7 @@ class Client:
         self.name = name
         self.out_path = os.path.join(daemon.dir, name + ".out")
         with open(self.out_path, "w") as out:
-            self.proc = subprocess.Popen(with_pdeathsig(command), stdout=out,
+            self.proc = subprocess.Popen(gsd.with_pdeathsig(command), stdout=out,
                                          stderr=subprocess.STDOUT)
         self.started = time.monotonic()
 
