@@ -4,6 +4,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -195,6 +196,10 @@ void ReloadTenants(session::ServerCore& core, const std::string& path) {
   }
 }
 
+// The exit status after a device failed and a reset could not recover it
+// (docs/operations.md): restarting the process is what helps.
+constexpr int kExitDeviceLost = 3;
+
 // A start-up error: logged, and the daemon exits 2 (a bad flag, config or
 // environment: restarting will not help).
 int StartFailed(const absl::Status& status) {
@@ -334,6 +339,13 @@ int Run(int argc, char** argv) {
         .Str("address", metrics_server->address())
         .Str("path", "/metrics");
   }
+  // A device that a reset cannot bring back needs a new process: stop as
+  // on SIGTERM (draining every session), then exit kExitDeviceLost so that
+  // systemd or Kubernetes restarts the daemon.
+  static std::atomic<bool> device_lost{false};
+  (*core)->SetDeviceLostHandler([](uint32_t, const absl::Status&) {
+    if (!device_lost.exchange(true)) kill(getpid(), SIGTERM);
+  });
   auto server = rpc::GrpcServer::Start(**core, *transport);
   if (!server.ok()) return StartFailed(server.status());
   v1::ListDevicesResponse devs;
@@ -376,6 +388,12 @@ int Run(int argc, char** argv) {
   (*core)->sessions().CloseAll();
   (*server)->Shutdown(absl::Seconds(2));
   metrics_server.reset();  // Before what it reads goes away.
+  if (device_lost.load()) {
+    log::Error("stopped")
+        .Num("exit_status", kExitDeviceLost)
+        .Str("reason", "a device could not be recovered; restart the daemon");
+    return kExitDeviceLost;
+  }
   log::Info("stopped");
   return 0;
 }

@@ -10,6 +10,8 @@ NotificationReactor::NotificationReactor(
     : session_(std::move(session)), metrics_(metrics) {
   if (metrics_ != nullptr) metrics_->NotificationStreamOpened();
   session_->StreamOpened();
+  // Attach publishes this reactor to the hub's threads under the hub's
+  // mutex, and OnDone's Detach takes it again: session_ is seen set.
   session_->notifications().Attach(this);
 }
 
@@ -73,6 +75,13 @@ void NotificationReactor::OnCancel() {
 }
 
 void NotificationReactor::OnDone() {
+  {
+    // gRPC runs OnDone after every other reaction, but orders them through
+    // its own uninstrumented machinery: taking mu_ shows ThreadSanitizer
+    // that the last OnWriteDone's use of queue_ ends before it is freed.
+    absl::MutexLock lock(&mu_);
+    queue_.clear();
+  }
   // After Detach returns the hub never calls this sink again.
   session_->notifications().Detach(this);
   session_->StreamClosed();

@@ -56,21 +56,31 @@ SubmitReactor::SubmitReactor(session::ServerCore& core,
     MaybeWriteOrFinish();
     return;
   }
+  // Under mu_: publishes the members set above to the first OnReadDone.
+  absl::MutexLock lock(&mu_);
   StartRead(&request_);
 }
 
 void SubmitReactor::OnReadDone(bool ok) {
-  if (!ok) {
+  // Callbacks of one stream may run on different gRPC threads, ordered by
+  // gRPC's own (uninstrumented) machinery. Taking mu_ first makes that order
+  // visible to ThreadSanitizer: everything the previous callback did before
+  // it released mu_ (and called StartRead) happens-before what follows.
+  std::shared_ptr<Session> session;
+  {
     absl::MutexLock lock(&mu_);
-    reads_done_ = true;
-    ReleaseSession();
-    MaybeWriteOrFinish();
-    return;
+    if (!ok) {
+      reads_done_ = true;
+      ReleaseSession();
+      MaybeWriteOrFinish();
+      return;
+    }
+    session = session_;
   }
-  if (session_ == nullptr || (!request_.session_id().empty() &&
-                              request_.session_id() != session_->id())) {
+  if (session == nullptr || (!request_.session_id().empty() &&
+                             request_.session_id() != session->id())) {
     absl::Status error;
-    if (session_ != nullptr) {
+    if (session != nullptr) {
       error = absl::InvalidArgumentError(absl::StrCat(
           "session_id '", request_.session_id(),
           "' differs from the stream's session; open one stream per session"));
@@ -78,14 +88,15 @@ void SubmitReactor::OnReadDone(bool ok) {
       error = absl::InvalidArgumentError(
           "session_id is required on the first SubmitRequest");
     } else {
-      auto session = core_.FindSession(who_, request_.session_id());
-      if (session.ok()) {
-        session_ = *std::move(session);
-        session_->StreamOpened();
+      auto found = core_.FindSession(who_, request_.session_id());
+      if (found.ok()) {
+        session = *std::move(found);
+        session->StreamOpened();
         absl::MutexLock lock(&mu_);
+        session_ = session;
         holds_session_ = true;
       } else {
-        error = session.status();
+        error = found.status();
       }
     }
     if (!error.ok()) {
@@ -96,24 +107,21 @@ void SubmitReactor::OnReadDone(bool ok) {
       return;
     }
   }
-  session_->Touch();
+  session->Touch();
   if (metrics_ != nullptr) metrics_->SubmitRequest();
   uint64_t last_seq = 0;
   for (const v1::Command& command : request_.commands()) {
-    RunCommand(command);
+    RunCommand(*session, command);
     last_seq = command.seq();
   }
-  {
-    absl::MutexLock lock(&mu_);
-    completed_seq_ = std::max(completed_seq_, last_seq);
-    // Flow control: a client that does not read its results stops being
-    // read from; OnWriteDone resumes once they have gone out.
-    const bool pause = !broken_ && unsent_other_bytes_ > kPauseReadingBytes;
-    read_paused_ = pause;
-    MaybeWriteOrFinish();
-    if (pause) return;
-  }
-  StartRead(&request_);
+  absl::MutexLock lock(&mu_);
+  completed_seq_ = std::max(completed_seq_, last_seq);
+  // Flow control: a client that does not read its results stops being
+  // read from; OnWriteDone resumes once they have gone out.
+  read_paused_ = !broken_ && unsent_other_bytes_ > kPauseReadingBytes;
+  MaybeWriteOrFinish();
+  // Started under mu_, so the next OnReadDone sees all of the above.
+  if (!read_paused_) StartRead(&request_);
 }
 
 std::unique_ptr<v1::CommandResult> SubmitReactor::Begin(uint64_t seq) {
@@ -134,25 +142,25 @@ absl::Status ForeignSession(uint64_t seq, const std::string& session_id) {
 
 }  // namespace
 
-void SubmitReactor::RunCommand(const v1::Command& command) {
+void SubmitReactor::RunCommand(Session& session, const v1::Command& command) {
   const uint64_t seq = command.seq();
   if (core_.shutting_down()) {
     Complete(Begin(seq), absl::UnavailableError("daemon shutting down"), true);
     return;
   }
   switch (command.op_case()) {
-#define GPUSTREAM_CASE(Name, field)           \
-  case v1::Command::k##Name:                  \
-    Run(seq, &Session::Name, command.field(), \
-        &v1::CommandResult::mutable_##field); \
+#define GPUSTREAM_CASE(Name, field)                    \
+  case v1::Command::k##Name:                           \
+    Run(session, seq, &Session::Name, command.field(), \
+        &v1::CommandResult::mutable_##field);          \
     return;
     GPUSTREAM_SESSION_OPS(GPUSTREAM_CASE)
 #undef GPUSTREAM_CASE
     case v1::Command::kCloseSession: {
       auto result = Begin(seq);
       v1::CloseSessionRequest req = command.close_session();
-      if (req.session_id().empty()) req.set_session_id(session_->id());
-      if (req.session_id() != session_->id()) {
+      if (req.session_id().empty()) req.set_session_id(session.id());
+      if (req.session_id() != session.id()) {
         Complete(std::move(result), ForeignSession(seq, req.session_id()),
                  true);
         return;
@@ -168,7 +176,7 @@ void SubmitReactor::RunCommand(const v1::Command& command) {
     case v1::Command::kKeepAlive: {
       auto result = Begin(seq);
       v1::KeepAliveRequest req = command.keep_alive();
-      req.set_session_id(session_->id());
+      req.set_session_id(session.id());
       absl::Status s = core_.KeepAlive(who_, req, result->mutable_keep_alive());
       Complete(std::move(result), s, /*send_if_ok=*/true);
       return;
@@ -216,7 +224,7 @@ uint64_t PromisedBytes(const v1::ReadBufferRequest& r) { return r.size(); }
 }  // namespace
 
 template <typename Req, typename Resp, typename Op>
-void SubmitReactor::Run(uint64_t seq, Op op, const Req& req,
+void SubmitReactor::Run(Session& session, uint64_t seq, Op op, const Req& req,
                         Resp* (v1::CommandResult::*mutable_result)()) {
   auto result = std::make_unique<v1::CommandResult>();
   result->set_seq(seq);
@@ -259,12 +267,12 @@ void SubmitReactor::Run(uint64_t seq, Op op, const Req& req,
     Complete(std::move(result), refused, always_send);
     return;
   }
-  if (!req.session_id().empty() && req.session_id() != session_->id()) {
+  if (!req.session_id().empty() && req.session_id() != session.id()) {
     Complete(std::move(result), ForeignSession(seq, req.session_id()),
              always_send, promised);
     return;
   }
-  session::Invoke(*session_, op, req, resp,
+  session::Invoke(session, op, req, resp,
                   [this, result = std::move(result), always_send,
                    promised](absl::Status s) mutable {
                     Complete(std::move(result), s, always_send, promised);

@@ -59,7 +59,9 @@ struct SubmitStreamOptions {
 // The reactor finishes once the client has half-closed (or the stream has
 // broken) and every command has completed, and deletes itself in OnDone.
 // Its state is guarded by mu_; gRPC reactions and backend completions may
-// run on any thread.
+// run on any thread. Every reaction takes mu_ before it reads state, and
+// every StartRead/StartWrite/Finish is issued with mu_ held, so the order
+// gRPC imposes between reactions is one ThreadSanitizer can see.
 class SubmitReactor
     : public grpc::ServerBidiReactor<v1::SubmitRequest, v1::SubmitResponse> {
  public:
@@ -93,11 +95,12 @@ class SubmitReactor
     uint64_t sent = 0;
   };
 
-  void RunCommand(const v1::Command& command);
+  // Run on the thread of the OnReadDone that read them, outside mu_.
+  void RunCommand(session::Session& session, const v1::Command& command);
   // A result for command `seq`, counted in flight until Complete()d.
   std::unique_ptr<v1::CommandResult> Begin(uint64_t seq);
   template <typename Req, typename Resp, typename Op>
-  void Run(uint64_t seq, Op op, const Req& req,
+  void Run(session::Session& session, uint64_t seq, Op op, const Req& req,
            Resp* (v1::CommandResult::*mutable_result)());
   // Queues `result` for sending if it failed or `send_if_ok`. `promised`:
   // the bytes it was admitted with, released when it is written or dropped.
@@ -120,11 +123,15 @@ class SubmitReactor
   const uint64_t max_pending_result_bytes_;
   // Serialized bytes one SubmitResponse may take.
   const uint64_t response_budget_;
-  metrics::Metrics* const metrics_;            // May be null.
-  std::shared_ptr<session::Session> session_;  // Set by the first request.
-  v1::SubmitRequest request_;                  // Owned by the read in flight.
+  metrics::Metrics* const metrics_;  // May be null.
+  // Owned by the read in flight; read by OnReadDone, which takes mu_ before
+  // looking at it (the hand-off from gRPC's thread is then visible to TSan).
+  v1::SubmitRequest request_;
 
   absl::Mutex mu_;
+  // Set by the first request. Guarded, although only OnReadDone writes it,
+  // because consecutive OnReadDones may run on different threads.
+  std::shared_ptr<session::Session> session_ ABSL_GUARDED_BY(mu_);
   // Results waiting to be written, each queue in completion order: reads'
   // data, and every other result (failures included, reads' too). The
   // latter are small and go first, so that completed_seq is not held up

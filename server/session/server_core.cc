@@ -68,7 +68,10 @@ void ServerCore::OnDeviceFailure(uint32_t device_id,
     } else {
       log::Error("device_unrecoverable")
           .Num("device", device_id)
-          .Status(recovered);
+          .Status(recovered)
+          .Str("action",
+               on_device_lost_ ? "stopping the daemon" : "keeping it failed");
+      if (on_device_lost_) on_device_lost_(device_id, recovered);
     }
   });
 }

@@ -4,6 +4,7 @@
 #define GPUSTREAM_SERVER_SESSION_SERVER_CORE_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -84,6 +85,18 @@ class ServerCore {
   // Stops device failure reports reaching a core being destroyed.
   ~ServerCore();
 
+  // Called (once per failure, on a backend thread) when a device failed
+  // and Recover could not bring it back: a reset does not clear an error
+  // the driver calls process-fatal, so only a new process can use the
+  // device again. gpustreamd stops and exits kExitDeviceLost; without a
+  // handler the device stays failed (new sessions on it get ABORTED).
+  // Set before serving.
+  using DeviceLostHandler =
+      std::function<void(uint32_t device_id, const absl::Status& why)>;
+  void SetDeviceLostHandler(DeviceLostHandler handler) {
+    on_device_lost_ = std::move(handler);
+  }
+
   // From now on every request fails with UNAVAILABLE.
   void BeginShutdown() { shutting_down_.store(true); }
   bool shutting_down() const { return shutting_down_.load(); }
@@ -105,6 +118,7 @@ class ServerCore {
   util::TimerThread timer_;
   std::unique_ptr<SessionManager> sessions_;  // Destroyed first.
   std::atomic<bool> shutting_down_{false};
+  DeviceLostHandler on_device_lost_;
 };
 
 // Runs a session operation with the uniform asynchronous signature, whether

@@ -492,6 +492,60 @@ TEST_P(DeviceConformanceTest, MemoryLimitAndReclaim) {
   EXPECT_EQ(device_->memory().free_bytes, free_before);
 }
 
+// One tenant parks 64 queues (more than any GPU has hardware queues) on
+// flags nobody signals, each with work behind its wait; another tenant's
+// allocate, launch, synchronize, read and free still complete within a
+// second each. On a GPU a wait parked at the head of a hardware queue would
+// hold up every stream behind it (this suite runs the fake CUDA driver with
+// a single hardware queue), and a free would wait for it for ever.
+TEST_P(DeviceConformanceTest, ParkedQueuesOfOneTenantBlockNoOtherTenant) {
+  constexpr int kParked = 64;
+  constexpr absl::Duration kBound = absl::Seconds(1);
+  auto a = std::make_shared<WorkAccount>("a");
+  std::vector<std::shared_ptr<Queue>> parked;
+  std::vector<std::shared_ptr<Flag>> flags;
+  auto sink = Alloc(8);
+  for (int i = 0; i < kParked; ++i) {
+    QueueOptions options;
+    options.account = a;
+    parked.push_back(*device_->CreateQueue(std::move(options)));
+    flags.push_back(*device_->CreateFlag());
+    ASSERT_TRUE(
+        parked.back()->WaitFlag(flags.back(), 1, WaitCondition::kEqual).ok());
+    ASSERT_TRUE(
+        parked.back()
+            ->Launch(K("add_u64"), {{1}, {1}}, {BufferArg{sink}, uint64_t{1}})
+            .ok());
+  }
+  QueueOptions options;
+  options.account = std::make_shared<WorkAccount>("b");
+  auto q = *device_->CreateQueue(std::move(options));
+  for (int round = 0; round < 3; ++round) {
+    absl::Time start = absl::Now();
+    auto buffer = device_->Allocate(8, MemoryKind::kDevice);
+    ASSERT_TRUE(buffer.ok()) << buffer.status();
+    EXPECT_LT(absl::Now() - start, kBound) << "allocate";
+    start = absl::Now();
+    ASSERT_TRUE(q->Launch(K("add_u64"), {{1}, {1}},
+                          {BufferArg{*buffer}, uint64_t{round + 1}})
+                    .ok());
+    ASSERT_TRUE(Sync(*q, kBound).ok()) << "launch + synchronize";
+    EXPECT_LT(absl::Now() - start, kBound) << "launch + synchronize";
+    start = absl::Now();
+    EXPECT_EQ(ReadU64(*q, *buffer), uint64_t(round + 1));
+    EXPECT_LT(absl::Now() - start, kBound) << "read";
+    start = absl::Now();
+    buffer->reset();
+    device_->FlushCleanup();  // The free ran.
+    EXPECT_LT(absl::Now() - start, kBound) << "free";
+  }
+  // Nothing of A's ran; signalled, all of it does.
+  EXPECT_EQ(ReadU64(*q, sink), 0u);
+  for (auto& flag : flags) flag->Store(1);
+  for (auto& p : parked) ASSERT_TRUE(Sync(*p).ok());
+  EXPECT_EQ(ReadU64(*q, sink), uint64_t{kParked});
+}
+
 TEST_P(DeviceConformanceTest, QueueDroppedFromItsOwnCallback) {
   std::shared_ptr<Queue> q = NewQueue();
   ASSERT_TRUE(q->Launch(K("spin_ns"), {{1}, {1}}, {uint64_t{5'000'000}}).ok());

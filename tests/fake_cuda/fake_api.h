@@ -52,6 +52,8 @@
   X(cuEventElapsedTime, 12000)          \
   X(cuMemAlloc, 12000)                  \
   X(cuMemFree, 12000)                   \
+  X(cuMemAllocAsync, 12000)             \
+  X(cuMemFreeAsync, 12000)              \
   X(cuMemHostAlloc, 12000)              \
   X(cuMemFreeHost, 12000)               \
   X(cuMemHostGetDevicePointer, 12000)   \

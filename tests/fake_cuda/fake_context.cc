@@ -22,6 +22,10 @@ namespace {
 struct Primary {
   int refcount = 0;              // survives resets, as in CUDA
   std::shared_ptr<Context> ctx;  // the active context, or null
+  // A sticky error that a reset did not clear (Config::reset_clears_sticky
+  // off): every later context of the device starts with it, since the
+  // driver only promises recovery to a new process.
+  CUresult lost = CUDA_SUCCESS;
 };
 
 // All contexts; never destroyed (workers may outlive static destructors).
@@ -77,6 +81,12 @@ CUresult SynchronizeContext(Context& ctx) {
 
 }  // namespace
 
+void DrainContext(Context& ctx) {
+  for (const std::shared_ptr<Stream>& stream : ctx.Streams()) {
+    WaitForTicket(*stream, stream->LastTicket());
+  }
+}
+
 void Context::Fault(CUresult error) {
   CUresult expected = CUDA_SUCCESS;
   if (!sticky_.compare_exchange_strong(expected, error,
@@ -92,6 +102,18 @@ CUresult Context::AddStream(std::shared_ptr<Stream> stream) {
   if (destroyed()) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
   streams_.push_back(std::move(stream));
   return CUDA_SUCCESS;
+}
+
+std::shared_ptr<Connection> Context::NextConnection() {
+  const int count = GetConfig()->connections;
+  if (count == 0) return std::make_shared<Connection>();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (connections_.empty()) {
+    for (int i = 0; i < count; ++i) {
+      connections_.push_back(std::make_shared<Connection>());
+    }
+  }
+  return connections_[next_connection_++ % connections_.size()];
 }
 
 std::vector<std::shared_ptr<Stream>> Context::Streams() const {
@@ -157,6 +179,7 @@ CUresult Fake_cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   if (primary.ctx == nullptr) {
     primary.ctx = std::make_shared<Context>(dev, NewHandle());
     c.live.emplace(HandleValue(primary.ctx->handle()), primary.ctx);
+    if (primary.lost != CUDA_SUCCESS) primary.ctx->Fault(primary.lost);
   }
   ++primary.refcount;
   *pctx = primary.ctx->handle();
@@ -179,14 +202,20 @@ CUresult Fake_cuDevicePrimaryCtxRelease(CUdevice dev) {
 }
 
 // Destroys the active context (if any); its handle stays invalid and the
-// next retain creates a new context. The reference count is kept.
+// next retain creates a new context. The reference count is kept. A sticky
+// error survives into the new context unless Config::reset_clears_sticky.
 CUresult Fake_cuDevicePrimaryCtxReset(CUdevice dev) {
   if (CUresult r = CheckDevice(dev); r != CUDA_SUCCESS) return r;
   Contexts& c = contexts();
   std::shared_ptr<Context> ctx;
   {
     std::lock_guard<std::mutex> lock(c.mu);
-    ctx = Deactivate(c, c.primary[dev]);
+    Primary& primary = c.primary[dev];
+    ctx = Deactivate(c, primary);
+    if (ctx != nullptr && ctx->sticky() != CUDA_SUCCESS &&
+        !GetConfig()->reset_clears_sticky) {
+      primary.lost = ctx->sticky();
+    }
   }
   if (ctx != nullptr) ctx->Destroy();
   return CUDA_SUCCESS;

@@ -13,23 +13,47 @@
 
 namespace fakecuda {
 
+class Connection;
 class Stream;
 
 // Settings that the first successful cuInit reads from the environment.
+// The hazards of a real driver are all on by default; each knob turns one
+// off for a test that looks at something else.
 struct Config {
   int devices = 1;                            // FAKECUDA_DEVICES
   uint64_t memory_bytes = uint64_t{1} << 30;  // FAKECUDA_MEMORY_BYTES
   bool wait_value = true;  // false if FAKECUDA_NO_WAIT_VALUE=1
+  // Hardware queues per context that streams share round-robin
+  // (CUDA_DEVICE_MAX_CONNECTIONS, read as the driver reads it: default 8,
+  // 1..32); 0 with FAKECUDA_SHARED_CONNECTIONS=0: one queue per stream.
+  int connections = 8;
+  // cuMemFree/cuMemFreeHost wait until every stream of the context is idle
+  // (FAKECUDA_SYNC_FREE, default 1).
+  bool sync_free = true;
+  // cuDevicePrimaryCtxReset clears a sticky error
+  // (FAKECUDA_RESET_CLEARS_STICKY, default 0: it survives, as the driver
+  // does not promise otherwise).
+  bool reset_clears_sticky = false;
 };
+
+// The driver version cuDriverGetVersion reports and cuGetProcAddress
+// checks requests against (FAKECUDA_DRIVER_VERSION, default 13000). Read
+// from the environment on each call: both work before cuInit.
+int DriverVersion();
+
+// Reports a use of the driver that a real driver would punish with a
+// deadlock or undefined behaviour (a driver call inside a host function, a
+// handle of a reset context), then aborts: a test must fail, loudly.
+[[noreturn]] void Misuse(const char* what);
 
 // The configuration, or nullptr before cuInit succeeded. Thread-safe; the
 // object never changes once published.
 const Config* GetConfig();
 
 // Prologue of the entry points (all but cuGetProcAddress, cuDriverGetVersion
-// and cuGetError*): CUDA_ERROR_NOT_PERMITTED on a stream worker running a
-// host function (real CUDA forbids API calls there; this one would
-// deadlock), CUDA_ERROR_NOT_INITIALIZED before cuInit, else CUDA_SUCCESS.
+// and cuGetError*): Misuse() on the callback thread running a host function
+// (cuda.h: "must not make any CUDA API calls"; a real driver may deadlock),
+// CUDA_ERROR_NOT_INITIALIZED before cuInit, else CUDA_SUCCESS.
 CUresult CheckInit();
 
 // CheckInit, then CUDA_ERROR_INVALID_DEVICE unless `dev` is an ordinal.
@@ -37,6 +61,8 @@ CUresult CheckDevice(CUdevice dev);
 
 // Marks the calling thread as running a host function (cuLaunchHostFunc).
 void SetInHostFunction(bool in_host_function);
+// Whether the calling thread runs a host function.
+bool InHostFunction();
 
 // A device's primary context. Objects of the context (streams, events,
 // memory, modules) hold a shared_ptr to it, so it outlives every use; once
@@ -70,6 +96,10 @@ class Context {
   std::vector<std::shared_ptr<Stream>> Streams() const;
   // Joins and forgets destroyed streams whose worker has exited.
   void ReapStreams();
+  // The connection for a new stream: the context's Config::connections
+  // hardware queues in turn, as the driver assigns them, or a new one for
+  // each stream when they are off.
+  std::shared_ptr<Connection> NextConnection();
 
   // Destroys everything of the context: stops and joins its streams (their
   // pending work is dropped), unregisters its streams, events, modules and
@@ -83,7 +113,9 @@ class Context {
   std::atomic<CUresult> sticky_{CUDA_SUCCESS};
   std::atomic<bool> destroyed_{false};
   mutable std::mutex mu_;
-  std::vector<std::shared_ptr<Stream>> streams_;  // guarded by mu_
+  std::vector<std::shared_ptr<Stream>> streams_;          // guarded by mu_
+  std::vector<std::shared_ptr<Connection>> connections_;  // guarded by mu_
+  size_t next_connection_ = 0;                            // guarded by mu_
 };
 
 // What an entry point does with a sticky error of the context it uses.
@@ -97,6 +129,12 @@ enum class Sticky {
 // cuCtxSetCurrent), CUDA_ERROR_CONTEXT_IS_DESTROYED if it was destroyed,
 // and with Sticky::kFail the context's sticky error.
 CUresult CurrentContext(Sticky sticky, std::shared_ptr<Context>* ctx);
+
+// Waits until all work enqueued so far on every stream of `ctx` has
+// finished or been dropped (a sticky error, destruction): what the
+// driver's synchronizing calls (cuMemFree, ...) wait for. Not on a stream
+// worker.
+void DrainContext(Context& ctx);
 
 // Checks the sticky error and destruction of an object's context:
 // CUDA_ERROR_CONTEXT_IS_DESTROYED, the sticky error, or CUDA_SUCCESS.

@@ -243,7 +243,6 @@ struct HostLog {
   std::vector<int> calls;
   const uint32_t* buffer = nullptr;
   std::vector<uint32_t> seen;
-  CUresult api_call = CUDA_SUCCESS;
 };
 
 template <int kId>
@@ -252,8 +251,6 @@ void LogCall(void* user_data) {
   std::lock_guard<std::mutex> lock(log->mu);
   log->calls.push_back(kId);
   log->seen.push_back(log->buffer[0]);
-  int version;
-  log->api_call = cu.DeviceGetCount(&version);  // CUDA forbids API calls
 }
 
 TEST_F(FakeCudaTest, HostFunctionsRunInStreamOrder) {
@@ -273,7 +270,6 @@ TEST_F(FakeCudaTest, HostFunctionsRunInStreamOrder) {
   std::lock_guard<std::mutex> lock(log.mu);
   EXPECT_EQ((std::vector<int>{1, 2, 3}), log.calls);
   EXPECT_EQ((std::vector<uint32_t>{0, 5, 6}), log.seen);
-  EXPECT_CU(CUDA_ERROR_NOT_PERMITTED, log.api_call);
 }
 
 TEST_F(FakeCudaTest, EachThreadNeedsACurrentContext) {
@@ -421,7 +417,9 @@ TEST_F(FakeCudaTest, IllegalAddressIsStickyUntilReset) {
             cu.StreamCreateWithPriority(&s2, CU_STREAM_NON_BLOCKING, 0));
   EXPECT_CU(CUDA_SUCCESS, cu.MemFree(small));
   EXPECT_CU(CUDA_SUCCESS, cu.StreamDestroy(s));
-  // Reset: everything of the context is gone; old handles are errors.
+  // Reset (this binary runs with FAKECUDA_RESET_CLEARS_STICKY=1): everything
+  // of the context is gone; using its handles now is Misuse
+  // (fake_cuda_hazards_test).
   ASSERT_CU(CUDA_SUCCESS, cu.PrimaryCtxReset(0));
   EXPECT_CU(CUDA_ERROR_CONTEXT_IS_DESTROYED, cu.MemAlloc(&p, 256));
   EXPECT_CU(CUDA_ERROR_CONTEXT_IS_DESTROYED, cu.CtxSetCurrent(ctx_));
@@ -429,9 +427,6 @@ TEST_F(FakeCudaTest, IllegalAddressIsStickyUntilReset) {
   ASSERT_CU(CUDA_SUCCESS, cu.PrimaryCtxRetain(&fresh, 0));
   EXPECT_NE(ctx_, fresh);
   ASSERT_CU(CUDA_SUCCESS, cu.CtxSetCurrent(fresh));
-  EXPECT_CU(CUDA_ERROR_INVALID_HANDLE, cu.StreamQuery(other));
-  EXPECT_CU(CUDA_ERROR_INVALID_HANDLE, cu.EventQuery(e));
-  EXPECT_CU(CUDA_ERROR_INVALID_HANDLE, cu.StreamDestroy(other));
   EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cu.MemFreeHost(flag));
   // The new context works.
   ctx_ = fresh;

@@ -55,6 +55,8 @@ namespace fakecuda_test {
   X(EventElapsedTime, cuEventElapsedTime)                   \
   X(MemAlloc, cuMemAlloc)                                   \
   X(MemFree, cuMemFree)                                     \
+  X(MemAllocAsync, cuMemAllocAsync)                         \
+  X(MemFreeAsync, cuMemFreeAsync)                           \
   X(MemHostAlloc, cuMemHostAlloc)                           \
   X(MemFreeHost, cuMemFreeHost)                             \
   X(MemHostGetDevicePointer, cuMemHostGetDevicePointer)     \

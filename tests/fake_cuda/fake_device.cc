@@ -39,6 +39,18 @@ bool ParseEnv(const char* name, uint64_t min, uint64_t max, uint64_t* out) {
   return true;
 }
 
+// CUDA_DEVICE_MAX_CONNECTIONS as the driver reads it at cuInit: a number in
+// [1, 32]; anything else (unset, malformed, out of range) is the default 8.
+int MaxConnections() {
+  constexpr int kDefault = 8;
+  const char* text = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  if (text == nullptr) return kDefault;
+  char* end = nullptr;
+  const long value = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || value < 1) return kDefault;
+  return static_cast<int>(value > 32 ? 32 : value);
+}
+
 }  // namespace
 
 const Config* GetConfig() { return g_config.load(std::memory_order_acquire); }
@@ -47,8 +59,29 @@ void SetInHostFunction(bool in_host_function) {
   t_in_host_function = in_host_function;
 }
 
+bool InHostFunction() { return t_in_host_function; }
+
+void Misuse(const char* what) {
+  std::fprintf(stderr, "libfakecuda: driver misuse: %s\n", what);
+  std::fflush(stderr);
+  std::abort();
+}
+
+int DriverVersion() {
+  uint64_t version = CUDA_VERSION;
+  // A malformed value is reported by cuInit; here it reads as the default.
+  if (!ParseEnv("FAKECUDA_DRIVER_VERSION", 1000, 99000, &version)) {
+    return CUDA_VERSION;
+  }
+  return static_cast<int>(version);
+}
+
 CUresult CheckInit() {
-  if (t_in_host_function) return CUDA_ERROR_NOT_PERMITTED;
+  if (t_in_host_function) {
+    Misuse(
+        "a CUDA call from inside a host function (cuLaunchHostFunc): a real "
+        "driver may deadlock");
+  }
   return GetConfig() != nullptr ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
 }
 
@@ -59,32 +92,46 @@ CUresult CheckDevice(CUdevice dev) {
 }
 
 // Reads FAKECUDA_DEVICES (0..64, default 1), FAKECUDA_MEMORY_BYTES (bytes
-// per device, default 1 GiB) and FAKECUDA_NO_WAIT_VALUE (0 or 1). With zero
-// devices it fails (CUDA_ERROR_NO_DEVICE) and reads them again next time.
+// per device, default 1 GiB), FAKECUDA_NO_WAIT_VALUE (0 or 1), the hazard
+// knobs (Config) and CUDA_DEVICE_MAX_CONNECTIONS. With zero devices it
+// fails (CUDA_ERROR_NO_DEVICE) and reads them again next time.
 CUresult Fake_cuInit(unsigned int flags) {
-  if (t_in_host_function) return CUDA_ERROR_NOT_PERMITTED;
+  if (t_in_host_function) {
+    Misuse("cuInit from inside a host function (cuLaunchHostFunc)");
+  }
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard<std::mutex> lock(g_init_mu);
   if (GetConfig() != nullptr) return CUDA_SUCCESS;
   Config config;
   uint64_t devices = config.devices;
   uint64_t no_wait_value = 0;
+  uint64_t shared_connections = 1;
+  uint64_t sync_free = 1;
+  uint64_t reset_clears_sticky = 0;
+  uint64_t version = 0;
   if (!ParseEnv("FAKECUDA_DEVICES", 0, 64, &devices) ||
       !ParseEnv("FAKECUDA_MEMORY_BYTES", 1, uint64_t{1} << 50,
                 &config.memory_bytes) ||
-      !ParseEnv("FAKECUDA_NO_WAIT_VALUE", 0, 1, &no_wait_value)) {
+      !ParseEnv("FAKECUDA_NO_WAIT_VALUE", 0, 1, &no_wait_value) ||
+      !ParseEnv("FAKECUDA_SHARED_CONNECTIONS", 0, 1, &shared_connections) ||
+      !ParseEnv("FAKECUDA_SYNC_FREE", 0, 1, &sync_free) ||
+      !ParseEnv("FAKECUDA_RESET_CLEARS_STICKY", 0, 1, &reset_clears_sticky) ||
+      !ParseEnv("FAKECUDA_DRIVER_VERSION", 1000, 99000, &version)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   if (devices == 0) return CUDA_ERROR_NO_DEVICE;
   config.devices = static_cast<int>(devices);
   config.wait_value = no_wait_value == 0;
+  config.connections = shared_connections != 0 ? MaxConnections() : 0;
+  config.sync_free = sync_free != 0;
+  config.reset_clears_sticky = reset_clears_sticky != 0;
   g_config.store(new Config(config), std::memory_order_release);
   return CUDA_SUCCESS;
 }
 
 CUresult Fake_cuDriverGetVersion(int* version) {
   if (version == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *version = CUDA_VERSION;
+  *version = DriverVersion();
   return CUDA_SUCCESS;
 }
 
@@ -198,6 +245,7 @@ CUresult Fake_cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib,
     case CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED:
     case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM:
     case CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED:
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
       *pi = 1;
       break;
     case CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1:

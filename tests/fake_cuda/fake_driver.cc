@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "tests/fake_cuda/fake_api.h"
+#include "tests/fake_cuda/fake_context.h"
 
 namespace fakecuda {
 namespace {
@@ -52,7 +53,9 @@ constexpr ProcAlias kAliases[] = {
 // cuCtxSynchronize_v2(CUcontext)). Unknown: CUDA_ERROR_NOT_FOUND with
 // CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND; cudaVersion older than the ABI the
 // fake serves: CUDA_ERROR_NOT_FOUND with
-// CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT. Needs no cuInit.
+// CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT; cudaVersion above the
+// driver's (FAKECUDA_DRIVER_VERSION): CUDA_ERROR_INVALID_VALUE. Needs no
+// cuInit.
 // Thread-safe (the table is constant).
 CUresult Fake_cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion,
                                cuuint64_t flags,
@@ -63,6 +66,10 @@ CUresult Fake_cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion,
   if (symbol == nullptr || pfn == nullptr || (flags & ~kKnownFlags) != 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
+  // cuda.h: "CUDA_ERROR_INVALID_VALUE ... if the requested version is
+  // greater than the driver's": ask for the driver's version, not the
+  // headers'.
+  if (cudaVersion > DriverVersion()) return CUDA_ERROR_INVALID_VALUE;
   *pfn = nullptr;
   for (const ProcAlias& alias : kAliases) {
     if (std::strcmp(symbol, alias.name) == 0 && cudaVersion >= alias.since) {

@@ -144,7 +144,9 @@ CUresult DeviceAccess(const Context& ctx, uintptr_t addr, size_t len,
   if (len == 0) return CUDA_SUCCESS;
   if (addr % align != 0) return CUDA_ERROR_MISALIGNED_ADDRESS;
   *hold = FindAllocation(ctx, addr, len, access);
-  return *hold != nullptr ? CUDA_SUCCESS : CUDA_ERROR_ILLEGAL_ADDRESS;
+  return *hold != nullptr && (*hold)->available.load()
+             ? CUDA_SUCCESS
+             : CUDA_ERROR_ILLEGAL_ADDRESS;
 }
 
 void ReleaseMemory(const Context* ctx) {
@@ -181,12 +183,68 @@ CUresult Fake_cuMemAlloc(CUdeviceptr* dptr, size_t bytesize) {
   return CUDA_SUCCESS;
 }
 
+// As documented, cuMemFree synchronizes: it returns once all work enqueued
+// on the context so far has finished (Config::sync_free). A stream parked
+// on a wait that nothing will satisfy makes it hang, as on a GPU.
 CUresult Fake_cuMemFree(CUdeviceptr dptr) {
   std::shared_ptr<Context> ctx;
   if (CUresult r = CurrentContext(Sticky::kIgnore, &ctx); r != CUDA_SUCCESS) {
     return r;
   }
+  if (GetConfig()->sync_free) DrainContext(*ctx);
   return Free(dptr, false);
+}
+
+// Stream-ordered allocation from the device's default pool: the address is
+// returned at once, but the memory is usable only by work ordered after
+// the allocation on `hStream` (earlier or unordered device access faults).
+CUresult Fake_cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize,
+                              CUstream hStream) {
+  std::shared_ptr<Stream> stream;
+  if (CUresult r = FindStreamForWork(hStream, false, &stream);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (dptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  uintptr_t base;
+  if (CUresult r = Allocate(stream->ctx(), bytesize, false, 0,
+                            GetConfig()->memory_bytes, &base);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  std::shared_ptr<Allocation> a =
+      FindAllocation(stream->ctx(), base, 1, Access::kContext);
+  a->available.store(false);
+  if (CUresult r = EnqueueOp(*stream,
+                             [a](Stream&) {
+                               a->available.store(true);
+                               return CUDA_SUCCESS;
+                             });
+      r != CUDA_SUCCESS) {
+    Free(base, false);
+    return r;
+  }
+  *dptr = base;
+  return CUDA_SUCCESS;
+}
+
+// Stream-ordered free: the memory goes when `hStream` reaches it, without
+// synchronizing anything; work that uses it later faults.
+CUresult Fake_cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
+  std::shared_ptr<Stream> stream;
+  if (CUresult r = FindStreamForWork(hStream, false, &stream);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  std::shared_ptr<Allocation> a =
+      FindAllocation(stream->ctx(), dptr, 1, Access::kAny);
+  if (a == nullptr || a->base != dptr || a->pinned) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return EnqueueOp(*stream, [dptr](Stream&) {
+    Free(dptr, false);
+    return CUDA_SUCCESS;
+  });
 }
 
 // Pinned memory, page-aligned, not counted as device memory. It belongs to
@@ -211,11 +269,13 @@ CUresult Fake_cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) {
   return CUDA_SUCCESS;
 }
 
+// Synchronizes the context, as cuMemFree does.
 CUresult Fake_cuMemFreeHost(void* p) {
   std::shared_ptr<Context> ctx;
   if (CUresult r = CurrentContext(Sticky::kIgnore, &ctx); r != CUDA_SUCCESS) {
     return r;
   }
+  if (GetConfig()->sync_free) DrainContext(*ctx);
   return Free(reinterpret_cast<uintptr_t>(p), true);
 }
 

@@ -40,6 +40,10 @@ struct Allocation {
   const unsigned flags;        // cuMemHostAlloc's flags
   const Context* const owner;  // identity only; never dereferenced
   std::atomic<bool> live{true};
+  // False from cuMemAllocAsync until its stream reaches the allocation:
+  // device work that touches it before then faults (stream order is the
+  // only thing that makes pool memory usable).
+  std::atomic<bool> available{true};
 };
 
 // Who may access a range.

@@ -13,8 +13,11 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
+
+#include "tests/fake_cuda/fake_context.h"
 
 namespace fakecuda {
 
@@ -44,18 +47,30 @@ class Registry {
     return handle;
   }
 
-  // The object registered under `handle`, or nullptr.
+  // The object registered under `handle`, or nullptr. A handle of an
+  // object whose context was destroyed (reset, or released for the last
+  // time) is Misuse(): a real driver may crash or act on whatever object
+  // reuses the handle; callers must not race a reset.
   std::shared_ptr<T> Find(uintptr_t handle) const {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = objects_.find(handle);
-    return it == objects_.end() ? nullptr : it->second;
+    if (it != objects_.end()) return it->second;
+    if (tombstones_.count(handle) != 0) {
+      Misuse("a handle used after its context was reset or destroyed");
+    }
+    return nullptr;
   }
 
   // Unregisters `handle` and returns its object, or nullptr if unknown.
   std::shared_ptr<T> Remove(uintptr_t handle) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = objects_.find(handle);
-    if (it == objects_.end()) return nullptr;
+    if (it == objects_.end()) {
+      if (tombstones_.count(handle) != 0) {
+        Misuse("a handle destroyed after its context was reset or destroyed");
+      }
+      return nullptr;
+    }
     std::shared_ptr<T> obj = std::move(it->second);
     objects_.erase(it);
     return obj;
@@ -69,6 +84,7 @@ class Registry {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = objects_.begin(); it != objects_.end();) {
       if (it->second->owner() == owner) {
+        tombstones_.insert(it->first);
         removed.push_back(std::move(it->second));
         it = objects_.erase(it);
       } else {
@@ -81,6 +97,8 @@ class Registry {
  private:
   mutable std::mutex mu_;
   std::unordered_map<uintptr_t, std::shared_ptr<T>> objects_;
+  // Handles removed with their context (a few per reset; never reused).
+  std::unordered_set<uintptr_t> tombstones_;
 };
 
 // Converts between CUDA handle types and registry handles.

@@ -54,10 +54,83 @@ CUresult FindStreamForMemOp(CUstream handle, CUdeviceptr addr,
   return CUDA_SUCCESS;
 }
 
+// The driver thread that runs the host functions of every stream, one at a
+// time, as the driver may: a host function that blocks holds up every
+// other stream's. Never destroyed (callbacks may run while the process
+// exits).
+class CallbackThread {
+ public:
+  // Runs fn(data) on the callback thread and returns once it has returned.
+  static void Call(CUhostFn fn, void* data) {
+    static CallbackThread* thread = new CallbackThread;
+    thread->Run(fn, data);
+  }
+
+ private:
+  struct Task {
+    CUhostFn fn;
+    void* data;
+    bool done = false;
+  };
+
+  CallbackThread() {
+    std::thread([this] { Loop(); }).detach();
+  }
+
+  void Run(CUhostFn fn, void* data) {
+    Task task{fn, data};
+    std::unique_lock<std::mutex> lock(mu_);
+    tasks_.push_back(&task);
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return task.done; });
+  }
+
+  void Loop() {
+    SetInHostFunction(true);  // every driver call from here is misuse
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return !tasks_.empty(); });
+      Task* task = tasks_.front();
+      tasks_.pop_front();
+      lock.unlock();
+      task->fn(task->data);
+      lock.lock();
+      task->done = true;
+      cv_.notify_all();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Task*> tasks_;  // guarded by mu_
+};
+
 }  // namespace
 
+uint64_t Connection::Take() {
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_.insert(++next_);
+  return next_;
+}
+
+bool Connection::AtHead(uint64_t position) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !pending_.empty() && *pending_.begin() == position;
+}
+
+void Connection::Release(uint64_t position) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.erase(position);
+  }
+  Progress::Notify();  // the next operation may be at the head now
+}
+
 Stream::Stream(std::shared_ptr<Context> ctx, unsigned flags, int priority)
-    : ctx_(std::move(ctx)), flags_(flags), priority_(priority) {}
+    : ctx_(std::move(ctx)),
+      connection_(ctx_->NextConnection()),
+      flags_(flags),
+      priority_(priority) {}
 
 Stream::~Stream() {
   Stop();
@@ -71,7 +144,7 @@ uint64_t Stream::Enqueue(Op op) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopped() || retired_) return 0;
-    queue_.push_back(std::move(op));
+    queue_.push_back({std::move(op), connection_->Take()});
     ticket = ++enqueued_;
   }
   cv_.notify_all();
@@ -120,42 +193,54 @@ void Stream::Join() {
   if (worker_.joinable()) worker_.join();
 }
 
+void Stream::Release(std::deque<Item>& items) {
+  for (const Item& item : items) connection_->Release(item.position);
+  items.clear();  // runs captured destructors
+}
+
 // The worker: runs operations in order until stopped, or retired and
-// drained. Under a sticky error it drops whatever is queued, as a faulted
-// GPU context runs nothing more (host functions included).
+// drained, each once it is at the head of its connection. Under a sticky
+// error it drops whatever is queued, as a faulted GPU context runs nothing
+// more (host functions included).
 void Stream::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] { return stopped() || retired_ || !queue_.empty(); });
     if (stopped() || queue_.empty()) break;  // stopped, or retired + drained
     if (ctx_->sticky() != CUDA_SUCCESS) {
-      std::deque<Op> dropped = std::move(queue_);
+      std::deque<Item> dropped = std::move(queue_);
       queue_.clear();
       lock.unlock();
-      dropped.clear();  // runs captured destructors outside the lock
+      Release(dropped);  // outside the lock: Release notifies Progress
       Progress::Notify();
       lock.lock();
       continue;
     }
-    Op op = std::move(queue_.front());
+    Item item = std::move(queue_.front());
     queue_.pop_front();
     lock.unlock();
-    const CUresult r = op(*this);
-    op = nullptr;
+    // Whatever the connection runs before this operation goes first.
+    Progress::Wait(
+        [&] { return connection_->AtHead(item.position) || Interrupted(); });
+    CUresult r = CUDA_SUCCESS;
+    const bool run = !Interrupted();
+    if (run) r = item.op(*this);
+    item.op = nullptr;
     if (r != CUDA_SUCCESS) ctx_->Fault(r);
     lock.lock();
     // An interrupted operation did not complete: its waiters see the
     // sticky error or the stop instead.
-    if (r == CUDA_SUCCESS && !Interrupted()) ++completed_;
+    if (run && r == CUDA_SUCCESS && !Interrupted()) ++completed_;
     lock.unlock();
+    connection_->Release(item.position);
     Progress::Notify();
     lock.lock();
   }
   exited_ = true;
-  std::deque<Op> dropped = std::move(queue_);
+  std::deque<Item> dropped = std::move(queue_);
   queue_.clear();
   lock.unlock();
-  dropped.clear();
+  Release(dropped);
   Progress::Notify();
 }
 
@@ -312,8 +397,9 @@ CUresult Fake_cuStreamWriteValue64(CUstream handle, CUdeviceptr addr,
   });
 }
 
-// fn(userData) runs on the stream's worker when reached, unless the context
-// has faulted by then. CUDA API calls from fn fail (NOT_PERMITTED).
+// fn(userData) runs on the driver's one callback thread when the stream
+// reaches it, unless the context has faulted by then; the stream goes on
+// once it returns. A CUDA call from fn aborts the process (Misuse).
 CUresult Fake_cuLaunchHostFunc(CUstream handle, CUhostFn fn, void* userData) {
   std::shared_ptr<Stream> stream;
   if (CUresult r = FindStreamForWork(handle, false, &stream);
@@ -322,9 +408,7 @@ CUresult Fake_cuLaunchHostFunc(CUstream handle, CUhostFn fn, void* userData) {
   }
   if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
   return EnqueueOp(*stream, [fn, userData](Stream&) {
-    SetInHostFunction(true);
-    fn(userData);
-    SetInHostFunction(false);
+    CallbackThread::Call(fn, userData);
     return CUDA_SUCCESS;
   });
 }

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "tests/fake_cuda/fake_context.h"
@@ -26,8 +27,30 @@ class Stream;
 // waits must return early (CUDA_SUCCESS) once stream.Interrupted().
 using Op = std::function<CUresult(Stream& stream)>;
 
+// One hardware queue (CUDA_DEVICE_MAX_CONNECTIONS): the work of every
+// stream mapped onto it starts in the order it was enqueued, so an
+// operation that does not finish (an unsatisfied cuStreamWaitValue64, an
+// event wait, a long kernel) holds up every later one on it, whichever
+// stream it came from, as on a GPU. Positions are taken under the stream's
+// mutex at enqueue (so a stream's own order is kept) and given back when
+// the operation completes or is dropped. Thread-safe; Release() notifies
+// Progress, so never call it with a stream's mutex held.
+class Connection {
+ public:
+  uint64_t Take();
+  bool AtHead(uint64_t position) const;
+  void Release(uint64_t position);
+
+ private:
+  mutable std::mutex mu_;
+  uint64_t next_ = 0;           // guarded by mu_
+  std::set<uint64_t> pending_;  // guarded by mu_
+};
+
 class Stream {
  public:
+  // Maps the stream onto ctx's next connection (round-robin), or onto a
+  // connection of its own when the fake's connections are off.
   Stream(std::shared_ptr<Context> ctx, unsigned flags, int priority);
   // Stops and joins the worker if it still runs.
   ~Stream();
@@ -71,15 +94,22 @@ class Stream {
   void Wake();
 
  private:
+  struct Item {
+    Op op;
+    uint64_t position;  // on connection_
+  };
   void Run();
+  // Gives the positions of `items` back (they were dropped).
+  void Release(std::deque<Item>& items);
 
   const std::shared_ptr<Context> ctx_;
+  const std::shared_ptr<Connection> connection_;
   const unsigned flags_;
   const int priority_;
   std::atomic<bool> stopped_{false};
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Op> queue_;    // guarded by mu_
+  std::deque<Item> queue_;  // guarded by mu_
   uint64_t enqueued_ = 0;   // guarded by mu_
   uint64_t completed_ = 0;  // guarded by mu_
   bool retired_ = false;    // guarded by mu_

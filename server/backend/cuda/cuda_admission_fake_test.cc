@@ -3,9 +3,10 @@
 // backend hands it: streams created (with their priority) and operations
 // issued per stream (kernel launches and device-side waits).
 //
-// Timing the fake gives: each stream runs its work in order on its own
-// thread, streams run in parallel, spin_ns sleeps for its duration, and a
-// marker's host function runs as soon as the work before it is done. So
+// Timing the fake gives (with CUDA_DEVICE_MAX_CONNECTIONS=32, more hardware
+// queues than the tests have streams): each stream runs its work in order
+// on its own thread, streams run in parallel, spin_ns sleeps for its duration,
+// and a marker's host function runs as soon as the work before it is done. So
 // operations in flight per tenant can be measured as "issued to the driver
 // minus completed" (commands_completed moves when markers come back).
 #include <cuda.h>
@@ -107,6 +108,10 @@ class CudaAdmissionFakeTest : public ::testing::Test {
     ASSERT_NE(samples_, nullptr);
     counter_ = *device_->Allocate(8, MemoryKind::kDevice);
     flag_ = *device_->CreateFlag();
+    // As if another queue's write of 1 were on its way behind long work:
+    // waits for 1 then go to the streams (CudaQueue::WaitFlag) and park
+    // there, with the work behind them issued, until the test stores 1.
+    static_cast<CudaFlag&>(*flag_).WriteIssued(1);
   }
 
   void TearDown() override {

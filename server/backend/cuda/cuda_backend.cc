@@ -1,6 +1,8 @@
 // Opening the CUDA driver and its devices.
 #include "server/backend/cuda/cuda_backend.h"
 
+#include <cstdlib>
+
 #include "absl/strings/str_cat.h"
 #include "server/backend/cuda/cuda_device.h"
 #include "server/backend/cuda/cuda_driver.h"
@@ -17,6 +19,12 @@ absl::StatusOr<std::vector<std::unique_ptr<Device>>> CreateCudaDevices(
     return absl::UnavailableError(
         absl::StrCat("CUDA driver ", driver_path, ": ", s.message()));
   };
+  // Streams share CUDA_DEVICE_MAX_CONNECTIONS hardware queues (default 8),
+  // read once by cuInit: the most the driver allows, so that fewer queues'
+  // streams share one (work at a queue's head holds up all behind it).
+  // An operator's own setting stands. Before any thread reads the
+  // environment concurrently: backends are created at startup.
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", /*overwrite=*/0);
   if (absl::Status s = ToStatus(driver->cuInit(0), "cuInit", driver.get());
       !s.ok()) {
     return wrap(s);

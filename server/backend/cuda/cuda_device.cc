@@ -106,9 +106,10 @@ CudaDevice::~CudaDevice() {
     retired_.clear();
   }
   if (!failed() && MakeCurrent().ok()) {
-    absl::MutexLock lock(&zero_mu_);
-    if (zero_stream_ != nullptr && zero_epoch_ == epoch()) {
-      driver_->cuStreamDestroy(zero_stream_);
+    absl::MutexLock lock(&memory_mu_);
+    if (memory_stream_ != nullptr && memory_epoch_ == epoch()) {
+      driver_->cuStreamSynchronize(memory_stream_);  // Its frees, done.
+      driver_->cuStreamDestroy(memory_stream_);
     }
     events_.FreeAll();
     staging_.FreeAll();
@@ -158,6 +159,7 @@ absl::Status CudaDevice::ReadInfo() {
   info_.supports_wait_value =
       attr(CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS) != 0;
   info_.supports_host_func = true;
+  pools_ = attr(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED) != 0;
   info_.supports_timing = true;
   info_.max_grid = {
       static_cast<uint32_t>(attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)),
@@ -293,6 +295,20 @@ absl::Status CudaDevice::Recover() {
   context_.store(context, std::memory_order_release);
   current_context = nullptr;
   if (absl::Status s = MakeCurrent(); !s.ok()) return s;
+  // Prove the device before serving it again: a reset is not promised to
+  // clear a sticky error (cuda.h: "the process must be terminated and
+  // relaunched"), and a dead GPU must not be served as a live one. An
+  // allocation, a memset and a stream synchronize reach the device.
+  CUdeviceptr probe = 0;
+  bool pooled = false;
+  if (absl::Status s = AllocateDevice(4, &probe, &pooled); !s.ok()) {
+    return absl::AbortedError(absl::StrCat(
+        "CUDA device ", ordinal_,
+        " still fails after a reset (only a new process can clear a "
+        "process-fatal error): ",
+        s.message()));
+  }
+  FreeDevice(probe, pooled);
   std::vector<CudaModule*> modules;
   {
     absl::MutexLock lock(&mu_);
@@ -386,12 +402,15 @@ void CUDA_CB CudaDevice::OnMarker(void* marker) {
     table.live.erase(it);
     ++table.posting;  // The device outlives this post (ForgetMarkers).
   }
-  // Not under the table's lock: a post after the dispatcher stopped runs
-  // here, and may issue work that makes new markers.
-  m.device->dispatcher_->Post(
-      [core = std::move(m.core), count = m.count, end_ns] {
-        if (auto q = core.lock()) q->Completed(count, end_ns);
-      });
+  // Not under the table's lock. Once the dispatcher has stopped (the device
+  // is going), the completion is dropped rather than run here: it may issue
+  // held work, and no driver call may run on a driver callback thread. The
+  // device's destructor fails every queue's outstanding work instead.
+  absl::AnyInvocable<void()> completed = [core = std::move(m.core),
+                                          count = m.count, end_ns] {
+    if (auto q = core.lock()) q->Completed(count, end_ns);
+  };
+  m.device->dispatcher_->TryPost(completed);
   absl::MutexLock lock(&table.mu);
   --table.posting;
 }
@@ -505,12 +524,9 @@ absl::StatusOr<std::shared_ptr<Buffer>> CudaDevice::Allocate(uint64_t size,
   CUdeviceptr ptr = 0;
   void* host = nullptr;
   absl::Status s;
+  bool pooled = false;
   if (kind == MemoryKind::kDevice) {
-    s = Check(driver_->cuMemAlloc(&ptr, bytes), "cuMemAlloc");
-    if (s.ok()) {
-      s = Zero(ptr, bytes);
-      if (!s.ok()) driver_->cuMemFree(ptr);
-    }
+    s = AllocateDevice(bytes, &ptr, &pooled);
   } else {
     s = Check(
         driver_->cuMemHostAlloc(
@@ -533,30 +549,65 @@ absl::StatusOr<std::shared_ptr<Buffer>> CudaDevice::Allocate(uint64_t size,
     return s;
   }
   return std::shared_ptr<Buffer>(
-      new CudaBuffer(this, ptr, host, size, kind, epoch()),
+      new CudaBuffer(this, ptr, host, size, kind, pooled, epoch()),
       [this](Buffer* b) { cleanup_->Post([b] { delete b; }); });
 }
 
-absl::Status CudaDevice::Zero(CUdeviceptr ptr, uint64_t bytes) {
-  absl::MutexLock lock(&zero_mu_);
-  if (zero_stream_ == nullptr || zero_epoch_ != epoch()) {
-    zero_epoch_ = epoch();
-    if (absl::Status s = Check(driver_->cuStreamCreateWithPriority(
-                                   &zero_stream_, CU_STREAM_NON_BLOCKING, 0),
-                               "cuStreamCreateWithPriority");
-        !s.ok()) {
-      zero_stream_ = nullptr;
-      return s;
-    }
+absl::Status CudaDevice::MemoryStream() {
+  if (memory_stream_ != nullptr && memory_epoch_ == epoch()) {
+    return absl::OkStatus();
   }
-  if (absl::Status s =
-          Check(driver_->cuMemsetD32Async(ptr, 0, bytes / 4, zero_stream_),
-                "cuMemsetD32Async");
-      !s.ok()) {
-    return s;
+  memory_epoch_ = epoch();
+  absl::Status s = Check(driver_->cuStreamCreateWithPriority(
+                             &memory_stream_, CU_STREAM_NON_BLOCKING, 0),
+                         "cuStreamCreateWithPriority");
+  if (!s.ok()) memory_stream_ = nullptr;
+  return s;
+}
+
+absl::Status CudaDevice::AllocateDevice(uint64_t bytes, CUdeviceptr* ptr,
+                                        bool* pooled) {
+  absl::MutexLock lock(&memory_mu_);
+  if (absl::Status s = MemoryStream(); !s.ok()) return s;
+  *pooled = pools_;
+  absl::Status s =
+      pools_ ? Check(driver_->cuMemAllocAsync(ptr, bytes, memory_stream_),
+                     "cuMemAllocAsync")
+             : Check(driver_->cuMemAlloc(ptr, bytes), "cuMemAlloc");
+  if (!s.ok()) return s;
+  s = Check(driver_->cuMemsetD32Async(*ptr, 0, bytes / 4, memory_stream_),
+            "cuMemsetD32Async");
+  // Synchronized: queues use the memory from other streams, ordered after
+  // the allocation and the zeroing only by this.
+  if (s.ok()) {
+    s = Check(driver_->cuStreamSynchronize(memory_stream_),
+              "cuStreamSynchronize");
   }
-  return Check(driver_->cuStreamSynchronize(zero_stream_),
-               "cuStreamSynchronize");
+  if (!s.ok()) {
+    Warn(pools_ ? driver_->cuMemFreeAsync(*ptr, memory_stream_)
+                : driver_->cuMemFree(*ptr),
+         pools_ ? "cuMemFreeAsync" : "cuMemFree");
+  }
+  return s;
+}
+
+void CudaDevice::FlushCleanup() {
+  cleanup_->Drain();
+  if (failed() || !MakeCurrent().ok()) return;
+  absl::MutexLock lock(&memory_mu_);
+  if (memory_stream_ != nullptr && memory_epoch_ == epoch()) {
+    Warn(driver_->cuStreamSynchronize(memory_stream_), "cuStreamSynchronize");
+  }
+}
+
+void CudaDevice::FreeDevice(CUdeviceptr ptr, bool pooled) {
+  if (!pooled) {
+    Warn(driver_->cuMemFree(ptr), "cuMemFree");
+    return;
+  }
+  absl::MutexLock lock(&memory_mu_);
+  if (!MemoryStream().ok()) return;  // The device failed: it reports why.
+  Warn(driver_->cuMemFreeAsync(ptr, memory_stream_), "cuMemFreeAsync");
 }
 
 std::vector<std::unique_ptr<Module>> CudaDevice::BuiltinModules() {

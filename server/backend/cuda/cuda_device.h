@@ -53,7 +53,9 @@ class CudaDevice : public Device {
   MemoryInfo memory() override;
   void SetFatalErrorHandler(FatalErrorHandler handler) override;
   absl::Status Recover() override;
-  void FlushCleanup() override { cleanup_->Drain(); }
+  // Also waits for the pooled frees handed to the memory stream, so that
+  // memory() counts them free.
+  void FlushCleanup() override;
   absl::StatusOr<std::shared_ptr<Queue>> CreateQueue(
       QueueOptions options) override;
   absl::StatusOr<std::shared_ptr<Event>> CreateEvent(
@@ -97,6 +99,11 @@ class CudaDevice : public Device {
   // The queue is idle and destroyed: let go of it (off the caller's stack:
   // this may drop the last reference).
   void LetGo(CudaQueueCore* core);
+  // Frees DEVICE memory from AllocateDevice: a pooled block stream-ordered
+  // on the memory stream (the buffer's work has completed: nothing else
+  // orders it), a cuMemAlloc one with cuMemFree. On the cleanup thread,
+  // with the context of the buffer's epoch current.
+  void FreeDevice(CUdeviceptr ptr, bool pooled);
   // Runs `fn` on the cleanup thread with the context current, unless the
   // object's context (`epoch`) is gone.
   void Release(uint64_t epoch, absl::AnyInvocable<void()> fn);
@@ -151,11 +158,18 @@ class CudaDevice : public Device {
   std::atomic<bool> failed_{false};
   DeviceInfo info_;
 
-  // Clears new DEVICE allocations (tenants never see each other's data).
-  absl::Status Zero(CUdeviceptr ptr, uint64_t bytes);
-  absl::Mutex zero_mu_;
-  CUstream zero_stream_ ABSL_GUARDED_BY(zero_mu_) = nullptr;
-  uint64_t zero_epoch_ ABSL_GUARDED_BY(zero_mu_) = 0;
+  // DEVICE memory, zeroed (tenants never see each other's data). From the
+  // device's memory pool, stream-ordered on memory_stream_, where the
+  // device has pools (*pooled set): then freeing it never synchronizes the
+  // context, as cuMemFree does (it waits for every stream, other tenants'
+  // included). cuMemAlloc otherwise.
+  absl::Status AllocateDevice(uint64_t bytes, CUdeviceptr* ptr, bool* pooled);
+  // The memory stream of this epoch, created on first use.
+  absl::Status MemoryStream() ABSL_EXCLUSIVE_LOCKS_REQUIRED(memory_mu_);
+  absl::Mutex memory_mu_;
+  CUstream memory_stream_ ABSL_GUARDED_BY(memory_mu_) = nullptr;
+  uint64_t memory_epoch_ ABSL_GUARDED_BY(memory_mu_) = 0;
+  bool pools_ = false;  // CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED
 
   absl::Mutex mu_;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);

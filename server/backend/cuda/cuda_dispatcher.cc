@@ -26,14 +26,14 @@ void CudaDispatcher::Shutdown() {
 }
 
 void CudaDispatcher::Post(absl::AnyInvocable<void()> fn) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (!stopped_) {
-      work_.push_back(std::move(fn));
-      return;
-    }
-  }
-  fn();
+  if (!TryPost(fn)) fn();
+}
+
+bool CudaDispatcher::TryPost(absl::AnyInvocable<void()>& fn) {
+  absl::MutexLock lock(&mu_);
+  if (stopped_) return false;
+  work_.push_back(std::move(fn));
+  return true;
 }
 
 void CudaDispatcher::Wake() {

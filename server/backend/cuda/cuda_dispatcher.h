@@ -29,6 +29,10 @@ class CudaDispatcher {
 
   // After Shutdown(), runs `fn` at once on the caller's thread.
   void Post(absl::AnyInvocable<void()> fn);
+  // Queues `fn` (taking it) unless Shutdown() ran: then returns false and
+  // leaves `fn` to the caller. For driver callback threads, which must
+  // never run work that may call the driver.
+  bool TryPost(absl::AnyInvocable<void()>& fn);
   // Runs what was posted and joins the thread. Idempotent.
   void Shutdown();
   // Wakes the thread for a tick (something pollable appeared).

@@ -49,6 +49,8 @@ struct CudaDriver {
   X(cuEventElapsedTime) \
   X(cuMemAlloc) \
   X(cuMemFree) \
+  X(cuMemAllocAsync) \
+  X(cuMemFreeAsync) \
   X(cuMemHostAlloc) \
   X(cuMemFreeHost) \
   X(cuMemHostGetDevicePointer) \
@@ -68,13 +70,16 @@ struct CudaDriver {
 #undef GPUSTREAM_CUDA_DECLARE
 
   // Loads `path` (a file name such as "libcuda.so.1", searched as dlopen
-  // does, or a path) and resolves every entry point. UNAVAILABLE naming the
-  // library when it cannot be loaded; UNIMPLEMENTED naming the entry point
-  // a too-old driver lacks. Does not call cuInit.
+  // does, or a path), checks the driver's version and resolves every entry
+  // point with the ABI of the headers (CUDA_VERSION). UNAVAILABLE naming
+  // the library when it cannot be loaded; FAILED_PRECONDITION naming both
+  // versions when the driver is older than the headers; UNIMPLEMENTED
+  // naming the entry point a driver lacks. Does not call cuInit.
   static absl::StatusOr<std::unique_ptr<CudaDriver>> Load(
       const std::string& path);
 
   std::string path;
+  int version = 0;  // cuDriverGetVersion: 13000 is CUDA 13.0.
 };
 
 }  // namespace gpustream::backend

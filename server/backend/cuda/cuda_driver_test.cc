@@ -28,9 +28,13 @@ TEST(CudaDriverTest, LibraryWithoutGetProcAddressIsUnimplemented) {
       << driver.status();
 }
 
+std::string FakePath() {
+  return std::string(std::getenv("TEST_SRCDIR")) +
+         "/gpustream/tests/fake_cuda/libfakecuda.so";
+}
+
 TEST(CudaDriverTest, FakeDriverResolvesEveryEntryPoint) {
-  const std::string path = std::string(std::getenv("TEST_SRCDIR")) +
-                           "/gpustream/tests/fake_cuda/libfakecuda.so";
+  const std::string path = FakePath();
   auto driver = CudaDriver::Load(path);
   ASSERT_TRUE(driver.ok()) << driver.status();
 #define GPUSTREAM_CUDA_EXPECT_SET(name) \
@@ -39,7 +43,22 @@ TEST(CudaDriverTest, FakeDriverResolvesEveryEntryPoint) {
 #undef GPUSTREAM_CUDA_EXPECT_SET
   int version = 0;
   EXPECT_EQ((*driver)->cuDriverGetVersion(&version), CUDA_SUCCESS);
-  EXPECT_GE(version, 12050);
+  EXPECT_EQ(version, CUDA_VERSION);
+  EXPECT_EQ((*driver)->version, CUDA_VERSION);
+}
+
+// A driver older than the headers would refuse every request at their
+// version (cuGetProcAddress: INVALID_VALUE above the driver's): it is
+// refused up front, naming both versions.
+TEST(CudaDriverTest, DriverOlderThanTheHeadersIsRefusedNamingBoth) {
+  setenv("FAKECUDA_DRIVER_VERSION", "12080", 1);
+  auto driver = CudaDriver::Load(FakePath());
+  unsetenv("FAKECUDA_DRIVER_VERSION");
+  EXPECT_EQ(driver.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(driver.status().message(), "CUDA 12.8"))
+      << driver.status();
+  EXPECT_TRUE(absl::StrContains(driver.status().message(), "CUDA 13.0"))
+      << driver.status();
 }
 
 }  // namespace

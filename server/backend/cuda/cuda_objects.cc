@@ -30,8 +30,10 @@ CudaBuffer::~CudaBuffer() {
   if (epoch_ != device_->epoch() || !device_->MakeCurrent().ok()) return;
   const CudaDriver& driver = device_->driver();
   if (kind_ == MemoryKind::kDevice) {
-    device_->Warn(driver.cuMemFree(ptr_), "cuMemFree");
+    device_->FreeDevice(ptr_, pooled_);
   } else {
+    // Synchronizes the context (cuda.h): it waits for work already issued,
+    // which never includes a wait that nothing will satisfy (WaitFlag).
     device_->Warn(driver.cuMemFreeHost(host_), "cuMemFreeHost");
   }
 }
@@ -88,13 +90,22 @@ absl::StatusOr<float> CudaEvent::ElapsedMillisSince(Event& start_event) {
     return absl::FailedPreconditionError(
         "both events must be created with enable_timing");
   }
+  // A record that never reached a stream (skipped, dropped with its
+  // queue) or was made in a context since reset counts as complete for
+  // waiters, but has no time: never ask the driver about it.
+  auto timed = [this](const std::shared_ptr<CudaEventPoint>& point) {
+    return point != nullptr &&
+           !point->skipped.load(std::memory_order_acquire) &&
+           point->issued.load(std::memory_order_acquire) &&
+           point->epoch == device_->epoch() && PointComplete(*device_, *point);
+  };
   std::shared_ptr<CudaEventPoint> begin = start.Latest();
-  if (begin == nullptr || !PointComplete(*device_, *begin)) {
+  if (!timed(begin)) {
     return absl::FailedPreconditionError(
         "start_event_id has not been recorded and completed");
   }
   std::shared_ptr<CudaEventPoint> end = Latest();
-  if (end == nullptr || !PointComplete(*device_, *end)) {
+  if (!timed(end)) {
     return absl::FailedPreconditionError(
         "end_event_id has not been recorded and completed");
   }
@@ -130,6 +141,20 @@ void CudaFlag::Store(uint64_t value) {
 }
 
 void CudaFlag::Changed(uint64_t value) { waiters_.Notify(value); }
+
+void CudaFlag::WriteIssued(uint64_t value) {
+  {
+    absl::MutexLock lock(&mu_);
+    last_issued_write_ = value;
+  }
+  device_->dispatcher().Wake();  // Waits held for such a write may go.
+}
+
+bool CudaFlag::IssuedWriteSatisfies(uint64_t value, WaitCondition condition) {
+  absl::MutexLock lock(&mu_);
+  return last_issued_write_.has_value() &&
+         Satisfies(*last_issued_write_, value, condition);
+}
 
 Flag::WaitId CudaFlag::AsyncWait(uint64_t value, WaitCondition condition,
                                  WaitDone done) {

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -23,18 +24,19 @@ namespace gpustream::backend {
 class CudaDevice;
 class CudaQueueCore;
 
-// cuMemAlloc memory (DEVICE) or cuMemHostAlloc DEVICEMAP memory
-// (HOST_PINNED, which kernels reach through `ptr`). Freed on the device's
-// cleanup thread.
+// Pool or cuMemAlloc memory (DEVICE, CudaDevice::AllocateDevice) or
+// cuMemHostAlloc DEVICEMAP memory (HOST_PINNED, which kernels reach through
+// `ptr`). Freed on the device's cleanup thread.
 class CudaBuffer : public Buffer {
  public:
   CudaBuffer(CudaDevice* device, CUdeviceptr ptr, void* host, uint64_t size,
-             MemoryKind kind, uint64_t epoch)
+             MemoryKind kind, bool pooled, uint64_t epoch)
       : device_(device),
         ptr_(ptr),
         host_(host),
         size_(size),
         kind_(kind),
+        pooled_(pooled),
         epoch_(epoch) {}
   ~CudaBuffer() override;
   uint64_t size() const override { return size_; }
@@ -47,6 +49,7 @@ class CudaBuffer : public Buffer {
   void* const host_;  // HOST_PINNED only.
   const uint64_t size_;
   const MemoryKind kind_;
+  const bool pooled_;  // From the device's memory pool.
   const uint64_t epoch_;
 };
 
@@ -111,6 +114,14 @@ class CudaFlag : public Flag, public std::enable_shared_from_this<CudaFlag> {
   // A stream stored `value` into the flag: wake the host waiters it
   // satisfies (each value a queue writes is seen, even if overwritten).
   void Changed(uint64_t value);
+  // A write of `value` was handed to a stream (cuStreamWriteValue64
+  // issued): it will land once work issued before it has run.
+  void WriteIssued(uint64_t value);
+  // Whether the value of the last write handed to a stream satisfies the
+  // wait. Then a device-side wait for it parks only until work already
+  // issued reaches that write: never indefinitely at the head of a hardware
+  // queue that other streams share.
+  bool IssuedWriteSatisfies(uint64_t value, WaitCondition condition);
 
   // A wait handed to a stream: after it, the stream writes `index` into the
   // queue's progress word, so the releaser knows when it has passed.
@@ -131,7 +142,8 @@ class CudaFlag : public Flag, public std::enable_shared_from_this<CudaFlag> {
   CudaDevice* const device_;
   const CudaSlotAllocator::Slot slot_;
   FlagWaiters waiters_;
-  absl::Mutex mu_;  // The device-side waits and their release.
+  absl::Mutex mu_;  // The device-side waits, writes and their release.
+  std::optional<uint64_t> last_issued_write_ ABSL_GUARDED_BY(mu_);
   std::vector<NativeWait> native_waits_ ABSL_GUARDED_BY(mu_);
   size_t releasing_ ABSL_GUARDED_BY(mu_) = 0;  // Index into native_waits_.
   absl::Time releasing_since_ ABSL_GUARDED_BY(mu_);

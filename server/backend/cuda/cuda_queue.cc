@@ -222,25 +222,32 @@ absl::Status CudaQueue::WaitQueue(Queue& other) {
   return WaitPoint(std::move(point));
 }
 
+// Streams share a few hardware queues (CUDA_DEVICE_MAX_CONNECTIONS), and a
+// device-side wait at the head of one holds up every stream behind it,
+// other tenants' too, and every context-synchronizing call. So a wait goes
+// to the stream only once a write that satisfies it has been handed to a
+// stream (a device-to-device signal: the wait then parks only until work
+// already issued reaches that write, a bounded time); until then the
+// daemon holds the queue's later work, and a host signal releases it from
+// the dispatcher. A wait already satisfied issues nothing.
 absl::Status CudaQueue::WaitFlag(std::shared_ptr<Flag> flag_base,
                                  uint64_t value, WaitCondition condition) {
   auto flag = std::static_pointer_cast<CudaFlag>(std::move(flag_base));
+  const bool device_waits = core_->device().info().supports_wait_value;
   CudaQueueCore::Op op;
   op.done = [flag](absl::Status) {};
-  if (!core_->device().info().supports_wait_value || flag->released()) {
-    // The daemon holds later work until the flag satisfies the wait.
-    op.ready = [flag, value, condition] {
-      return flag->released() || Satisfies(flag->Load(), value, condition);
-    };
-    op.issue = [](CudaQueueCore&) { return absl::OkStatus(); };
-    return core_->Submit(std::move(op));
-  }
+  op.ready = [flag, value, condition, device_waits] {
+    return flag->released() || Satisfies(flag->Load(), value, condition) ||
+           (device_waits && flag->IssuedWriteSatisfies(value, condition));
+  };
   op.issue =
       [flag, value, condition](
           CudaQueueCore& q) ABSL_NO_THREAD_SAFETY_ANALYSIS {  // q.mu_ is held.
-        // Released while the wait was held in the daemon: nobody stores the
-        // value any more, and the releaser looks for no new waits.
-        if (flag->released()) return absl::OkStatus();
+        // Released (nobody stores the value any more, and the releaser looks
+        // for no new waits), or satisfied already: nothing to wait for.
+        if (flag->released() || Satisfies(flag->Load(), value, condition)) {
+          return absl::OkStatus();
+        }
         auto progress = q.ProgressSlot();
         if (!progress.ok()) return progress.status();
         const CudaDriver& driver = q.device().driver();
@@ -276,9 +283,12 @@ absl::Status CudaQueue::WriteFlag(std::shared_ptr<Flag> flag_base,
     return core_->Submit(std::move(op));
   }
   op.issue = [flag, value](CudaQueueCore& q) {
-    return q.device().Check(q.device().driver().cuStreamWriteValue64(
-                                q.stream(), flag->device_ptr(), value, 0),
-                            "cuStreamWriteValue64");
+    absl::Status s =
+        q.device().Check(q.device().driver().cuStreamWriteValue64(
+                             q.stream(), flag->device_ptr(), value, 0),
+                         "cuStreamWriteValue64");
+    if (s.ok()) flag->WriteIssued(value);
+    return s;
   };
   op.done = [flag, value](absl::Status s) {
     if (s.ok()) flag->Changed(value);

@@ -5,8 +5,15 @@
 
 namespace gpustream::backend {
 
+// Every code cuda.h says leaves the process (or the context) unusable:
+// "any further CUDA work will return the same error. To continue using
+// CUDA, the process must be terminated and relaunched."
 bool IsFatal(CUresult r) {
   switch (r) {
+    case CUDA_ERROR_CONTAINED:
+    case CUDA_ERROR_TENSOR_MEMORY_LEAK:
+    case CUDA_ERROR_MPS_CLIENT_TERMINATED:
+    case CUDA_ERROR_EXTERNAL_DEVICE:
     case CUDA_ERROR_ILLEGAL_ADDRESS:
     case CUDA_ERROR_LAUNCH_FAILED:
     case CUDA_ERROR_LAUNCH_TIMEOUT:

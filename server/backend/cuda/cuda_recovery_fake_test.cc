@@ -1,0 +1,59 @@
+// Recovery of a CUDA device on the fake driver with its default: a sticky
+// error survives cuDevicePrimaryCtxReset, as the driver does not promise
+// otherwise. Recover must prove the device and say that it is still
+// failed, never report a dead GPU as recovered.
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "server/backend/cuda/cuda_device.h"
+#include "server/backend/cuda/cuda_driver.h"
+
+namespace gpustream::backend {
+namespace {
+
+std::string FakeDriverPath() {
+  const char* root = std::getenv("TEST_SRCDIR");
+  return std::string(root != nullptr ? root : ".") +
+         "/gpustream/tests/fake_cuda/libfakecuda.so";
+}
+
+TEST(CudaRecoveryFakeTest, RecoverRefusesADeviceTheResetDidNotClear) {
+  auto loaded = CudaDriver::Load(FakeDriverPath());
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  std::shared_ptr<const CudaDriver> driver = *std::move(loaded);
+  ASSERT_EQ(driver->cuInit(0), CUDA_SUCCESS);
+  auto created = CudaDevice::Create(driver, 0);
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::unique_ptr<CudaDevice> device = *std::move(created);
+  absl::Notification fatal;
+  device->SetFatalErrorHandler(
+      [&fatal](const absl::Status&) { fatal.Notify(); });
+  std::vector<std::unique_ptr<Module>> modules = device->BuiltinModules();
+  ASSERT_FALSE(modules.empty());
+  const Kernel& fill = **modules.front()->FindKernel("fill_u32");
+  {
+    auto q = *device->CreateQueue(QueueOptions{});
+    auto small = *device->Allocate(8, MemoryKind::kDevice);
+    // 64 Mi elements into 8 bytes: far outside any allocation.
+    ASSERT_TRUE(
+        q->Launch(fill, {{1}, {64}}, {BufferArg{small}, 1u, uint64_t{1} << 26})
+            .ok());
+    ASSERT_TRUE(fatal.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  }
+  const absl::Status recovered = device->Recover();
+  EXPECT_EQ(recovered.code(), absl::StatusCode::kAborted) << recovered;
+  EXPECT_TRUE(
+      absl::StrContains(recovered.message(), "still fails after a reset"))
+      << recovered;
+  EXPECT_TRUE(device->failed());
+}
+
+}  // namespace
+}  // namespace gpustream::backend

@@ -1,0 +1,204 @@
+// Self-tests of the hazards libfakecuda.so models because a real driver has
+// them (README.md, "Hazards"): shared hardware queues, synchronizing frees,
+// stream-ordered pool memory, sticky errors that survive a reset, handles
+// used after a reset, host-function rules and the driver version. This
+// binary runs with CUDA_DEVICE_MAX_CONNECTIONS=2 and every hazard on.
+#include <cuda.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/fake_cuda/fake_cuda_testing.h"
+
+namespace fakecuda_test {
+namespace {
+
+using std::chrono::milliseconds;
+
+class FakeCudaHazardsTest : public FakeCudaTest {
+ protected:
+  static void SetUpTestSuite() {
+    // Death tests re-run this binary for the one test: threads are safe.
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+  }
+
+  // A pinned word and a stream parked on it until the word is 1.
+  CUstream Parked(uint64_t** word) {
+    CUdeviceptr dev;
+    *word = Pinned<uint64_t>(1, &dev);
+    const CUstream s = NewStream();
+    EXPECT_CU(CUDA_SUCCESS,
+              cu.StreamWaitValue64(s, dev, 1, CU_STREAM_WAIT_VALUE_EQ));
+    return s;
+  }
+};
+
+// Streams 0 and 2 share connection 0 of 2: a wait parked at its head holds
+// up stream 2's launch, while stream 1 (connection 1) runs.
+TEST_F(FakeCudaHazardsTest, AParkedWaitBlocksItsConnection) {
+  uint64_t* word;
+  const CUstream parked = Parked(&word);
+  const CUstream other_connection = NewStream();
+  const CUstream same_connection = NewStream();
+  const CUdeviceptr a = Alloc(64), b = Alloc(64);
+  const CUfunction fill = Kernel("fill_u32");
+  ASSERT_CU(CUDA_SUCCESS,
+            Launch(fill, 1, 16, same_connection, a, 7u, uint64_t{16}));
+  ASSERT_CU(CUDA_SUCCESS,
+            Launch(fill, 1, 16, other_connection, b, 8u, uint64_t{16}));
+  EXPECT_CU(CUDA_SUCCESS, Finish(other_connection));
+  EXPECT_TRUE(StillBusy(same_connection, 100));
+  Word(word).store(1);
+  EXPECT_CU(CUDA_SUCCESS, Finish(same_connection));
+  EXPECT_CU(CUDA_SUCCESS, Finish(parked));
+  uint32_t out[16] = {};
+  ASSERT_CU(CUDA_SUCCESS,
+            cu.MemcpyDtoHAsync(out, a, sizeof(out), same_connection));
+  EXPECT_EQ(7u, out[15]);
+}
+
+// cuMemFree returns only once every stream of the context is idle; the
+// stream-ordered cuMemFreeAsync does not wait.
+TEST_F(FakeCudaHazardsTest, FreeSynchronizesTheContextFreeAsyncDoesNot) {
+  uint64_t* word;
+  const CUstream parked = Parked(&word);
+  const CUstream free_stream = NewStream();  // connection 1
+  const CUdeviceptr classic = Alloc(256);
+  CUdeviceptr pooled = 0;
+  ASSERT_CU(CUDA_SUCCESS, cu.MemAllocAsync(&pooled, 256, free_stream));
+  std::atomic<bool> freed{false};
+  std::thread freer([&] {
+    ASSERT_CU(CUDA_SUCCESS, cu.CtxSetCurrent(ctx_));
+    EXPECT_CU(CUDA_SUCCESS, cu.MemFree(classic));
+    freed.store(true);
+  });
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_FALSE(freed.load()) << "cuMemFree returned while a stream was busy";
+  ASSERT_CU(CUDA_SUCCESS, cu.MemFreeAsync(pooled, free_stream));
+  EXPECT_CU(CUDA_SUCCESS, Finish(free_stream));
+  EXPECT_FALSE(freed.load());
+  Word(word).store(1);
+  EXPECT_TRUE(Eventually([&] { return freed.load(); }));
+  freer.join();
+  EXPECT_CU(CUDA_SUCCESS, Finish(parked));
+}
+
+// Pool memory is usable only in stream order after its allocation: another
+// stream that touches it before the allocating stream got there faults.
+TEST_F(FakeCudaHazardsTest, PoolMemoryBeforeItsAllocationFaults) {
+  EXPECT_EXIT(
+      {
+        uint64_t* word;
+        const CUstream parked = Parked(&word);
+        const CUstream other = NewStream();
+        CUdeviceptr p = 0;
+        if (cu.MemAllocAsync(&p, 64, parked) != CUDA_SUCCESS) std::_Exit(2);
+        if (Launch(Kernel("fill_u32"), 1, 16, other, p, 1u, uint64_t{16}) !=
+            CUDA_SUCCESS) {
+          std::_Exit(3);
+        }
+        std::_Exit(Finish(other) == CUDA_ERROR_ILLEGAL_ADDRESS ? 0 : 4);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+// A fault is sticky for the process: a reset does not clear it (the knob
+// FAKECUDA_RESET_CLEARS_STICKY=1, as fake_cuda_test runs, does).
+TEST_F(FakeCudaHazardsTest, StickyErrorSurvivesReset) {
+  EXPECT_EXIT(
+      {
+        const CUstream s = NewStream();
+        const CUdeviceptr small = Alloc(64);
+        Launch(Kernel("fill_u32"), 1, 32, s, small, 1u, uint64_t{1 << 22});
+        if (Finish(s) != CUDA_ERROR_ILLEGAL_ADDRESS) std::_Exit(2);
+        if (cu.PrimaryCtxReset(0) != CUDA_SUCCESS) std::_Exit(3);
+        CUcontext fresh;
+        if (cu.PrimaryCtxRetain(&fresh, 0) != CUDA_SUCCESS) std::_Exit(4);
+        if (cu.CtxSetCurrent(fresh) != CUDA_SUCCESS) std::_Exit(5);
+        CUdeviceptr p;
+        std::_Exit(cu.MemAlloc(&p, 64) == CUDA_ERROR_ILLEGAL_ADDRESS ? 0 : 6);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST_F(FakeCudaHazardsTest, AHandleUsedAfterResetAborts) {
+  EXPECT_DEATH(
+      {
+        const CUstream s = NewStream();
+        cu.PrimaryCtxReset(0);
+        CUcontext fresh;
+        cu.PrimaryCtxRetain(&fresh, 0);
+        cu.CtxSetCurrent(fresh);
+        cu.StreamQuery(s);
+      },
+      "driver misuse: a handle used after its context was reset");
+}
+
+void CallsTheDriver(void*) {
+  int count;
+  api().DeviceGetCount(&count);
+}
+
+TEST_F(FakeCudaHazardsTest, ADriverCallInAHostFunctionAborts) {
+  EXPECT_DEATH(
+      {
+        const CUstream s = NewStream();
+        cu.LaunchHostFunc(s, &CallsTheDriver, nullptr);
+        Finish(s);
+      },
+      "driver misuse: a CUDA call from inside a host function");
+}
+
+struct ThreadLog {
+  std::mutex mu;
+  std::vector<std::thread::id> ids;
+};
+
+void LogThread(void* user_data) {
+  auto* log = static_cast<ThreadLog*>(user_data);
+  std::lock_guard<std::mutex> lock(log->mu);
+  log->ids.push_back(std::this_thread::get_id());
+}
+
+TEST_F(FakeCudaHazardsTest, HostFunctionsOfAllStreamsRunOnOneThread) {
+  ThreadLog log;
+  std::vector<CUstream> streams = {NewStream(), NewStream(), NewStream()};
+  for (CUstream s : streams) {
+    ASSERT_CU(CUDA_SUCCESS, cu.LaunchHostFunc(s, &LogThread, &log));
+  }
+  for (CUstream s : streams) ASSERT_CU(CUDA_SUCCESS, Finish(s));
+  std::lock_guard<std::mutex> lock(log.mu);
+  ASSERT_EQ(3u, log.ids.size());
+  EXPECT_EQ(log.ids[0], log.ids[1]);
+  EXPECT_EQ(log.ids[0], log.ids[2]);
+  EXPECT_NE(std::this_thread::get_id(), log.ids[0]);
+}
+
+// cuda.h: a cudaVersion above the driver's is CUDA_ERROR_INVALID_VALUE.
+TEST_F(FakeCudaHazardsTest, ProcAddressAboveTheDriverVersionIsInvalid) {
+  void* fn = nullptr;
+  CUdriverProcAddressQueryResult found;
+  EXPECT_CU(CUDA_ERROR_INVALID_VALUE,
+            cu.GetProcAddress("cuMemAlloc", &fn, CUDA_VERSION + 10,
+                              CU_GET_PROC_ADDRESS_DEFAULT, &found));
+  setenv("FAKECUDA_DRIVER_VERSION", "12080", 1);
+  int version = 0;
+  EXPECT_CU(CUDA_SUCCESS, cu.DriverGetVersion(&version));
+  EXPECT_EQ(12080, version);
+  EXPECT_CU(CUDA_ERROR_INVALID_VALUE,
+            cu.GetProcAddress("cuMemAlloc", &fn, 13000,
+                              CU_GET_PROC_ADDRESS_DEFAULT, &found));
+  EXPECT_CU(CUDA_SUCCESS,
+            cu.GetProcAddress("cuMemAlloc", &fn, 12080,
+                              CU_GET_PROC_ADDRESS_DEFAULT, &found));
+  EXPECT_NE(nullptr, fn);
+  unsetenv("FAKECUDA_DRIVER_VERSION");
+}
+
+}  // namespace
+}  // namespace fakecuda_test
