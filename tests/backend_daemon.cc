@@ -31,8 +31,7 @@ absl::Status BackendAvailable(const std::string& backend) {
   absl::MutexLock lock(&availability_mu);
   auto it = known->find(base);
   if (it == known->end()) {
-    auto device = conformance::OpenBackend(base);
-    it = known->emplace(base, device.status()).first;
+    it = known->emplace(base, conformance::AbsentReason(base)).first;
   }
   return it->second;
 }

@@ -26,9 +26,9 @@ inline constexpr char kCudaFakeNoWaitValue[] = "cuda_fake_no_wait_value";
 bool IsCuda(const std::string& backend);
 
 // OK where `backend` (a name of BackendsUnderTest() or kCudaFakeNoWaitValue)
-// can run here; else the reason it cannot (no CUDA support in this build,
-// no driver, no GPU), for GTEST_SKIP(). Opens device 0 in this process once
-// per backend and remembers the answer. Thread-safe.
+// must run here; else why it is absent (conformance::AbsentReason: no CUDA
+// support in this build, no CUDA driver library), for GTEST_SKIP(). A
+// present backend that fails to start fails its case. Thread-safe.
 absl::Status BackendAvailable(const std::string& backend);
 
 // Starts gpustreamd on `backend` (its DaemonFlagsFor() flags, then

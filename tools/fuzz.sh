@@ -32,10 +32,24 @@ while [ $# -gt 0 ]; do
 done
 
 if [ ${#targets[@]} -eq 0 ]; then
-  # Every fuzz binary this build has (the CUDA one only with a toolkit).
-  mapfile -t targets < <(bazel query --output=label \
-    'attr(name, "_fuzzer$", kind("cc_binary", //tests/fuzz:all))' 2>/dev/null |
-    sed 's|.*:||')
+  # Every fuzz binary this build has (the CUDA one only with a toolkit), and
+  # it must be every one there is: a target the query misses is a phase
+  # that proves less than it says.
+  found=$(bazel query --output=label \
+    'attr(name, "_fuzzer$", kind("cc_binary", //tests/fuzz:all))') ||
+    { echo "fuzz.sh: bazel query for the fuzz targets failed" >&2; exit 2; }
+  mapfile -t targets < <(sed 's|.*:||' <<<"$found" | sort)
+  expected=(cpu_module_fuzzer module_manifest_fuzzer server_config_fuzzer
+            session_commands_fuzzer)
+  if [ -f "${GPUSTREAM_CUDA_PATH:-/usr/local/cuda}/include/cuda.h" ]; then
+    expected+=(session_commands_cuda_fake_fuzzer)
+  fi
+  mapfile -t expected < <(printf '%s\n' "${expected[@]}" | sort)
+  if [ "${targets[*]}" != "${expected[*]}" ]; then
+    echo "fuzz.sh: fuzz targets found: ${targets[*]:-none}; expected:" \
+      "${expected[*]}" >&2
+    exit 2
+  fi
 fi
 [ ${#targets[@]} -gt 0 ] || { echo "fuzz.sh: no fuzz targets" >&2; exit 2; }
 
@@ -78,8 +92,12 @@ asan_options() {
 
 run_one() {  # run_one TARGET: fuzzes it for $seconds; its log in $work.
   local t=$1 dir=$work/$1
-  mkdir -p "$dir/corpus" "$dir/crashes"
-  cp "tests/fuzz/corpus/$(corpus_of "$t")"/* "$dir/corpus/"
+  mkdir -p "$dir/corpus" "$dir/crashes" || return 3
+  # Explicit: the caller's `||` turns errexit off in here.
+  cp "tests/fuzz/corpus/$(corpus_of "$t")"/* "$dir/corpus/" || {
+    echo "fuzz.sh: $t: cannot copy its seed corpus" >"$dir/log"
+    return 3
+  }
   # -timeout: one input far past its few milliseconds is a hang.
   (cd "$dir" && ASAN_OPTIONS=$(asan_options "$t") exec "$bin/$t" -max_total_time="$seconds" -timeout=60 \
     -rss_limit_mb=4096 -max_len=4096 -print_final_stats=1 "$(leak_flags "$t")" \

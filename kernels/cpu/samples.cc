@@ -147,6 +147,13 @@ int SpinNs(const GsLaunch* l) {
 
 int Noop(const GsLaunch*) { return 0; }
 
+// trap(): faults on purpose, as the GPU samples' trap does: the kernel
+// fails, and with it its queue.
+int Trap(const GsLaunch* l) {
+  std::snprintf(l->error, l->error_size, "trap: a fault on purpose");
+  return 1;
+}
+
 constexpr GsParamKind kFillU32[] = {GS_PARAM_BUFFER, GS_PARAM_U32,
                                     GS_PARAM_U64};
 constexpr GsParamKind kVectorAddF32[] = {GS_PARAM_BUFFER, GS_PARAM_BUFFER,
@@ -163,6 +170,7 @@ constexpr GsKernelDef kKernels[] = {
     {"add_u64", kAddU64, 2, AddU64},
     {"spin_ns", kSpinNs, 1, SpinNs},
     {"noop", nullptr, 0, Noop},
+    {"trap", nullptr, 0, Trap},
 };
 
 constexpr GsModuleDef kModule = {GS_CPU_MODULE_ABI_VERSION, "samples", kKernels,

@@ -72,3 +72,8 @@ extern "C" __global__ void __launch_bounds__(64) spin_ns(uint64_t nanoseconds) {
 
 // Does nothing: measures launch overhead.
 extern "C" __global__ void noop() {}
+
+// trap(): faults on purpose (a device trap: CUDA_ERROR_LAUNCH_FAILED, which
+// loses the context), for fault tests that must fault on a real GPU too,
+// where an out-of-bounds write may land silently in the same page.
+extern "C" __global__ void trap() { __trap(); }

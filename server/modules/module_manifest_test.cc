@@ -26,7 +26,7 @@ absl::Status ParseError(absl::string_view text) {
   return ParseModuleManifest(text, kOrigin, "k").status();
 }
 
-TEST(ModuleManifestTest, SamplesManifestDeclaresTheSixKernels) {
+TEST(ModuleManifestTest, SamplesManifestDeclaresTheSevenKernels) {
   const std::string path = SrcPath("kernels/cuda/samples.manifest.textproto");
   auto manifest = ReadModuleManifest(path, "ignored");
   ASSERT_TRUE(manifest.ok()) << manifest.status();
@@ -44,6 +44,7 @@ TEST(ModuleManifestTest, SamplesManifestDeclaresTheSixKernels) {
       {"add_u64", {v1::PARAM_KIND_BUFFER, v1::PARAM_KIND_U64}},
       {"spin_ns", {v1::PARAM_KIND_U64}},
       {"noop", {}},
+      {"trap", {}},
   };
   ASSERT_EQ(manifest->kernels_size(), expected.size());
   for (size_t k = 0; k < expected.size(); ++k) {
@@ -70,6 +71,7 @@ TEST(ModuleManifestTest, SamplesMatchTheirCudaSignatures) {
       {{0, 8}, {8, 8}},                    // add_u64
       {{0, 8}},                            // spin_ns
       {},                                  // noop
+      {},                                  // trap
   };
   ASSERT_EQ(manifest->kernels_size(), binary.size());
   for (size_t k = 0; k < binary.size(); ++k) {

@@ -1,6 +1,8 @@
 // Opening the backends under test.
 #include "tests/conformance/backend_under_test.h"
 
+#include <dlfcn.h>
+
 #include <cstdlib>
 
 #include "server/backend/backend_factory.h"
@@ -23,6 +25,24 @@ std::vector<std::string> DaemonFlagsFor(const std::string& backend) {
     return {"--backend=cuda", "--cuda_driver=" + FakeCudaDriverPath()};
   }
   return {"--backend=" + backend};
+}
+
+absl::Status AbsentReason(const std::string& backend) {
+  if (backend == "cpu") return absl::OkStatus();
+  if (!backend::HasCudaSupport()) {
+    return absl::UnavailableError(
+        "this build has no CUDA support (no CUDA toolkit was found)");
+  }
+  if (backend == "cuda_fake") return absl::OkStatus();
+  void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (driver == nullptr) {
+    const char* why = dlerror();
+    return absl::UnavailableError(
+        std::string("no CUDA driver on this machine: ") +
+        (why != nullptr ? why : "libcuda.so.1 not found"));
+  }
+  dlclose(driver);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<backend::Device>> OpenBackend(

@@ -22,8 +22,16 @@ std::string FakeCudaDriverPath();
 // The daemon flags that select `backend` ({"--backend=cpu"}, ...).
 std::vector<std::string> DaemonFlagsFor(const std::string& backend);
 
-// Device 0 of `backend`; an error says why it is unavailable here (no CUDA
-// support in this build, no driver, no GPU): the caller skips with it.
+// Why `backend` is absent here, for GTEST_SKIP(); OK where its cases must
+// run. Absent means only: a CUDA backend in a build without CUDA support,
+// or (real "cuda") no libcuda.so.1 that the dynamic loader finds, as a
+// user's process would look for it. Anything else that keeps a present
+// backend from opening is a failure of the case, never a skip: a green run
+// must prove that every backend present ran.
+absl::Status AbsentReason(const std::string& backend);
+
+// Device 0 of `backend` (present: AbsentReason is OK); an error is a test
+// failure.
 absl::StatusOr<std::unique_ptr<backend::Device>> OpenBackend(
     const std::string& backend);
 

@@ -124,6 +124,12 @@ CUresult SpinNs(Stream& stream, const unsigned char* args, uint64_t threads) {
 // noop(): nothing.
 CUresult Noop(Stream&, const unsigned char*, uint64_t) { return CUDA_SUCCESS; }
 
+// trap(): a device trap, which the driver reports as a launch failure that
+// poisons the context.
+CUresult Trap(Stream&, const unsigned char*, uint64_t) {
+  return CUDA_ERROR_LAUNCH_FAILED;
+}
+
 constexpr Twin kTwins[] = {
     {"fill_u32", 3, {{0, 8}, {8, 4}, {16, 8}}, 1024, &FillU32},
     {"vector_add_f32",
@@ -135,6 +141,7 @@ constexpr Twin kTwins[] = {
     {"add_u64", 2, {{0, 8}, {8, 8}}, 1024, &AddU64},
     {"spin_ns", 1, {{0, 8}}, 64, &SpinNs},  // __launch_bounds__(64)
     {"noop", 0, {}, 1024, &Noop},
+    {"trap", 0, {}, 1024, &Trap},
 };
 
 }  // namespace

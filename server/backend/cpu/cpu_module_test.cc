@@ -24,7 +24,7 @@ TEST(CpuModuleLoadTest, LoadsSharedLibraryModule) {
   auto module = LoadCpuModule(path);
   ASSERT_TRUE(module.ok()) << module.status();
   EXPECT_EQ((*module)->info().name, "samples");
-  EXPECT_EQ((*module)->info().kernels.size(), 6u);
+  EXPECT_EQ((*module)->info().kernels.size(), 7u);
   const KernelSignature& fill = (*module)->info().kernels[0];
   ASSERT_EQ(fill.layout.size(), fill.params.size());
   EXPECT_EQ(fill.limits.max_threads_per_block, kCpuMaxThreadsPerBlock);

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Proves what a green `bazel test //...` ran: counts every test case that
+ran and that skipped, per backend, and fails on a skip that
+tools/allowed_skips.txt does not allow on this machine, or when a backend
+that must run here ran no case at all.
+
+Bazel reports a skipped case as a pass, so without this a suite whose CUDA
+half silently skipped (a device that failed to open, a missing fake driver)
+would look as green as one that ran. Reads the GoogleTest logs under
+bazel-testlogs (argument 1, default ./bazel-testlogs).
+
+    tools/check_skips.py [TESTLOGS]
+"""
+import ctypes
+import os
+import re
+import sys
+from collections import Counter
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULT = re.compile(r"^\[\s+(OK|SKIPPED|FAILED)\s+\] (\S+).* \(\d+ ms\)$")
+SKIP_MARK = re.compile(r"^\S+:\d+: Skipped$")
+
+
+def cuda_toolkit():
+    base = os.environ.get("GPUSTREAM_CUDA_PATH", "/usr/local/cuda")
+    return os.path.exists(os.path.join(base, "include", "cuda.h"))
+
+
+def cuda_driver():
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        return True
+    except OSError:
+        return False
+
+
+def conditions():
+    """Which conditions of allowed_skips.txt hold on this machine."""
+    held = {"always"}
+    if not cuda_toolkit():
+        held.add("no-cuda-toolkit")
+    if not cuda_driver():
+        held.add("no-cuda-driver")
+    return held
+
+
+def allowed_rules():
+    rules = []
+    with open(os.path.join(ROOT, "tools", "allowed_skips.txt")) as f:
+        for line in f:
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            condition, pattern, why = (p.strip() for p in line.split(" | ", 2))
+            rules.append((condition, re.compile(pattern), why))
+    return rules
+
+
+def backend_of(case):
+    """The backend a parameterized case runs on: its last /-part, up to _."""
+    if "/" not in case:
+        return "(none)"
+    param = case.rsplit("/", 1)[1]
+    for b in ("cuda_fake_no_wait_value", "cuda_fake", "cuda", "cpu"):
+        if param == b or param.startswith(b + "_"):
+            return b
+    return "(none)"
+
+
+def scan(testlogs):
+    """(case, status, reason) of every case in every test.log."""
+    cases = []
+    for folder, _, files in os.walk(testlogs):
+        if "test.log" not in files:
+            continue
+        target = os.path.relpath(folder, testlogs)
+        reason = []
+        with open(os.path.join(folder, "test.log"), errors="replace") as f:
+            lines = f.read().splitlines()
+        for line in lines:
+            if SKIP_MARK.match(line):
+                reason = []
+                continue
+            m = RESULT.match(line)
+            if m:
+                cases.append((target, m.group(2).rstrip(","), m.group(1),
+                              " ".join(reason).strip()))
+                reason = []
+            else:
+                reason.append(line.strip())
+                del reason[:-3]
+    return cases
+
+
+def main():
+    testlogs = sys.argv[1] if len(sys.argv) > 1 else "bazel-testlogs"
+    if not os.path.isdir(testlogs):
+        print(f"check_skips: no {testlogs}", file=sys.stderr)
+        return 2
+    held = conditions()
+    rules = allowed_rules()
+    ran, skipped = Counter(), Counter()
+    bad = []
+    for target, case, status, reason in scan(testlogs):
+        backend = backend_of(case)
+        if status != "SKIPPED":
+            ran[backend] += 1
+            continue
+        skipped[backend] += 1
+        name = f"{target}: {case}"
+        if not any(c in held and p.search(name) for c, p, _ in rules):
+            bad.append(f"{name} ({reason or 'no reason given'})")
+    print("check_skips: cases ran / skipped per backend:")
+    for backend in sorted(set(ran) | set(skipped)):
+        print(f"  {backend:26} {ran[backend]:6} ran {skipped[backend]:6} "
+              "skipped")
+    failed = False
+    if bad:
+        failed = True
+        print("check_skips: skips no rule of tools/allowed_skips.txt allows "
+              f"here ({', '.join(sorted(held))}):", file=sys.stderr)
+        for b in bad:
+            print("  " + b, file=sys.stderr)
+    must_run = ["cpu"] + (["cuda_fake"] if cuda_toolkit() else []) + (
+        ["cuda"] if cuda_driver() else [])
+    for backend in must_run:
+        if ran[backend] == 0:
+            failed = True
+            print(f"check_skips: no {backend} case ran, but {backend} must "
+                  "run on this machine", file=sys.stderr)
+    if cuda_toolkit() and not os.path.exists(
+            os.path.join(testlogs, "tests", "fake_cuda",
+                         "fake_cuda_hazards_test", "test.log")):
+        failed = True
+        print("check_skips: the CUDA toolkit is here but the fake driver's "
+              "tests did not run", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
