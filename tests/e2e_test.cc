@@ -543,21 +543,24 @@ TEST_P(DeviceWorkTest, KernelFaultIsContainedAndTheDaemonServesOn) {
     EXPECT_THAT(std::string(fault.message()), HasSubstr("device 0 failed"));
     EXPECT_THAT(std::string(fault.message()),
                 HasSubstr("CUDA_ERROR_LAUNCH_FAILED"));
+    // Later calls of both sessions say the device failed, or, once the
+    // daemon stops because the reset did not clear the fault (below), that
+    // it is shutting down.
+    auto ended = [](const absl::Status& s) {
+      return (s.code() == absl::StatusCode::kAborted &&
+              absl::StrContains(s.message(), "device 0 failed")) ||
+             (s.code() == absl::StatusCode::kUnavailable &&
+              absl::StrContains(s.message(), "shutting down"));
+    };
     const absl::Status after = (*faulty)->allocate(8).status();
-    EXPECT_EQ(after.code(), absl::StatusCode::kAborted)
-        << after << "\nDaemon log:\n"
-        << daemon_->log();
-    EXPECT_THAT(std::string(after.message()), HasSubstr("device 0 failed"));
+    EXPECT_TRUE(ended(after)) << after << "\nDaemon log:\n" << daemon_->log();
     absl::Status bystanding;
     EXPECT_TRUE(testing::PollUntil(absl::Seconds(10), [&] {
       bystanding = (*bystander)->allocate(8).status();
       return !bystanding.ok();
     })) << "the bystander's session outlived the device's context";
-    EXPECT_EQ(bystanding.code(), absl::StatusCode::kAborted)
-        << bystanding << "\nDaemon log:\n"
-        << daemon_->log();
-    EXPECT_THAT(std::string(bystanding.message()),
-                HasSubstr("device 0 failed"));
+    EXPECT_TRUE(ended(bystanding)) << bystanding << "\nDaemon log:\n"
+                                   << daemon_->log();
     // The fake driver, like a real one may, keeps the fault through the
     // reset: the daemon proves the device, finds it still failed, drains and
     // exits 3 for its supervisor to restart it. (A real GPU whose reset

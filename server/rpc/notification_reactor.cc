@@ -11,8 +11,11 @@ NotificationReactor::NotificationReactor(
   if (metrics_ != nullptr) metrics_->NotificationStreamOpened();
   session_->StreamOpened();
   // Attach publishes this reactor to the hub's threads under the hub's
-  // mutex, and OnDone's Detach takes it again: session_ is seen set.
+  // mutex.
   session_->notifications().Attach(this);
+  // Every reaction takes mu_ first: this publishes the members set above to
+  // it, whichever gRPC thread runs it (TSan cannot see gRPC's own order).
+  absl::MutexLock lock(&mu_);
 }
 
 void NotificationReactor::Deliver(const v1::Notification& notification) {

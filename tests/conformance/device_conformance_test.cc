@@ -246,6 +246,67 @@ TEST_P(DeviceConformanceTest, HostWaitOnFlagWrittenByQueue) {
   EXPECT_EQ(flag->Load(), 9u);
 }
 
+// A queue waits for a flag that another queue writes behind its own work:
+// whether the wait is enqueued before the write (held until the write is
+// on its stream) or after it (on a GPU, a device-side wait on the write),
+// the waiting queue's work runs only after everything before the write.
+TEST_P(DeviceConformanceTest, FlagWrittenByAnotherQueueOrdersItsWaiters) {
+  for (const bool wait_first : {true, false}) {
+    SCOPED_TRACE(wait_first ? "wait enqueued first" : "write enqueued first");
+    auto writer = NewQueue(), waiter = NewQueue();
+    auto flag = *device_->CreateFlag();
+    auto made = Alloc(4), copied = Alloc(4);
+    auto wait = [&] {
+      ASSERT_TRUE(waiter->WaitFlag(flag, 1, WaitCondition::kEqual).ok());
+      ASSERT_TRUE(waiter->Copy(made, 0, copied, 0, 4).ok());
+    };
+    if (wait_first) wait();
+    ASSERT_TRUE(
+        writer->Launch(K("spin_ns"), {{1}, {1}}, {uint64_t{30'000'000}}).ok());
+    ASSERT_TRUE(writer
+                    ->Launch(K("fill_u32"), {{1}, {1}},
+                             {BufferArg{made}, 7u, uint64_t{1}})
+                    .ok());
+    ASSERT_TRUE(writer->WriteFlag(flag, 1).ok());
+    if (!wait_first) wait();
+    std::string bytes = ReadBack(*waiter, copied, 0, 4);
+    ASSERT_EQ(bytes.size(), 4u) << bytes;
+    uint32_t value = 0;
+    std::memcpy(&value, bytes.data(), 4);
+    EXPECT_EQ(value, 7u) << "the waiter ran before the writer's work";
+  }
+}
+
+// A value written and overwritten before a queue waits for it does not
+// satisfy the wait: the queue stays blocked (and blocks nobody else: this
+// suite runs the fake CUDA driver with one hardware queue for every
+// stream) until the value comes again.
+TEST_P(DeviceConformanceTest, AValueGoneBeforeTheWaitDoesNotSatisfyIt) {
+  auto writer = NewQueue(), waiter = NewQueue(), other = NewQueue();
+  auto flag = *device_->CreateFlag();
+  auto counter = Alloc(8);
+  ASSERT_TRUE(writer->WriteFlag(flag, 1).ok());
+  ASSERT_TRUE(Sync(*writer).ok());
+  flag->Store(0);
+  ASSERT_TRUE(waiter->WaitFlag(flag, 1, WaitCondition::kEqual).ok());
+  ASSERT_TRUE(
+      waiter
+          ->Launch(K("add_u64"), {{1}, {1}}, {BufferArg{counter}, uint64_t{5}})
+          .ok());
+  // Another queue's work goes through meanwhile.
+  auto buffer = Alloc(8);
+  ASSERT_TRUE(
+      other->Launch(K("add_u64"), {{1}, {1}}, {BufferArg{buffer}, uint64_t{3}})
+          .ok());
+  ASSERT_TRUE(Sync(*other, absl::Seconds(1)).ok());
+  EXPECT_EQ(ReadU64(*other, buffer), 3u);
+  EXPECT_FALSE(waiter->IsIdle());
+  EXPECT_EQ(ReadU64(*other, counter), 0u);
+  flag->Store(1);
+  ASSERT_TRUE(Sync(*waiter).ok());
+  EXPECT_EQ(ReadU64(*waiter, counter), 5u);
+}
+
 TEST_P(DeviceConformanceTest, ReleaseCancelsHostWaitsAndUnblocksQueues) {
   auto q = NewQueue();
   auto flag = *device_->CreateFlag();

@@ -82,9 +82,13 @@ CUresult SynchronizeContext(Context& ctx) {
 }  // namespace
 
 void DrainContext(Context& ctx) {
-  for (const std::shared_ptr<Stream>& stream : ctx.Streams()) {
-    WaitForTicket(*stream, stream->LastTicket());
+  // What was enqueued when the call began, not what keeps coming after.
+  std::vector<std::pair<std::shared_ptr<Stream>, uint64_t>> tickets;
+  for (std::shared_ptr<Stream>& stream : ctx.Streams()) {
+    const uint64_t last = stream->LastTicket();
+    tickets.emplace_back(std::move(stream), last);
   }
+  for (auto& [stream, ticket] : tickets) WaitForTicket(*stream, ticket);
 }
 
 void Context::Fault(CUresult error) {

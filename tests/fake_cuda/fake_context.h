@@ -30,6 +30,12 @@ struct Config {
   // cuMemFree/cuMemFreeHost wait until every stream of the context is idle
   // (FAKECUDA_SYNC_FREE, default 1).
   bool sync_free = true;
+  // Device memory is mapped in granules of this many bytes: device work
+  // faults only on a granule that holds no allocation of its context, and
+  // writes past the end of an allocation inside one land in whatever lives
+  // there (FAKECUDA_PAGE_BYTES, default 2 MiB; 0: every access outside its
+  // allocation faults).
+  uint64_t page_bytes = uint64_t{2} << 20;
   // cuDevicePrimaryCtxReset clears a sticky error
   // (FAKECUDA_RESET_CLEARS_STICKY, default 0: it survives, as the driver
   // does not promise otherwise).

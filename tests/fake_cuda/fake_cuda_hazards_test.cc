@@ -107,21 +107,44 @@ TEST_F(FakeCudaHazardsTest, PoolMemoryBeforeItsAllocationFaults) {
       ::testing::ExitedWithCode(0), "");
 }
 
+// Memory is mapped per 2 MiB granule, not per allocation: a write past the
+// end of one allocation lands silently in the next; only a write into a
+// granule that holds no allocation faults.
+TEST_F(FakeCudaHazardsTest, WritesFaultPerGranuleNotPerAllocation) {
+  const CUstream s = NewStream();
+  const CUdeviceptr a = Alloc(256), b = Alloc(256);
+  ASSERT_EQ(b, a + 256) << "allocations lie next to each other";
+  const CUfunction fill = Kernel("fill_u32");
+  // 128 elements into a's 64: no fault, and b holds the rest.
+  ASSERT_CU(CUDA_SUCCESS, Launch(fill, 1, 128, s, a, 7u, uint64_t{128}));
+  ASSERT_CU(CUDA_SUCCESS, Finish(s));
+  uint32_t seen[64] = {};
+  ASSERT_CU(CUDA_SUCCESS, cu.MemcpyDtoHAsync(seen, b, sizeof(seen), s));
+  EXPECT_EQ(7u, seen[0]);
+  EXPECT_EQ(7u, seen[63]);
+  EXPECT_EXIT(
+      {
+        // 4 MiB from a: into granules that hold nothing.
+        Launch(fill, 4096, 256, s, a, 1u, uint64_t{1} << 20);
+        std::_Exit(Finish(s) == CUDA_ERROR_ILLEGAL_ADDRESS ? 0 : 2);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 // A fault is sticky for the process: a reset does not clear it (the knob
 // FAKECUDA_RESET_CLEARS_STICKY=1, as fake_cuda_test runs, does).
 TEST_F(FakeCudaHazardsTest, StickyErrorSurvivesReset) {
   EXPECT_EXIT(
       {
         const CUstream s = NewStream();
-        const CUdeviceptr small = Alloc(64);
-        Launch(Kernel("fill_u32"), 1, 32, s, small, 1u, uint64_t{1 << 22});
-        if (Finish(s) != CUDA_ERROR_ILLEGAL_ADDRESS) std::_Exit(2);
+        Launch(Kernel("trap"), 1, 1, s);
+        if (Finish(s) != CUDA_ERROR_LAUNCH_FAILED) std::_Exit(2);
         if (cu.PrimaryCtxReset(0) != CUDA_SUCCESS) std::_Exit(3);
         CUcontext fresh;
         if (cu.PrimaryCtxRetain(&fresh, 0) != CUDA_SUCCESS) std::_Exit(4);
         if (cu.CtxSetCurrent(fresh) != CUDA_SUCCESS) std::_Exit(5);
         CUdeviceptr p;
-        std::_Exit(cu.MemAlloc(&p, 64) == CUDA_ERROR_ILLEGAL_ADDRESS ? 0 : 6);
+        std::_Exit(cu.MemAlloc(&p, 64) == CUDA_ERROR_LAUNCH_FAILED ? 0 : 6);
       },
       ::testing::ExitedWithCode(0), "");
 }

@@ -395,9 +395,10 @@ TEST_F(FakeCudaTest, IllegalAddressIsStickyUntilReset) {
             cu.StreamWaitValue64(other, flag_dev, 1, CU_STREAM_WAIT_VALUE_EQ));
   ASSERT_CU(CUDA_SUCCESS, cu.LaunchHostFunc(other, &LogCall<1>, &log));
   ASSERT_CU(CUDA_SUCCESS, cu.EventRecord(e, other));
-  // fill_u32 of 512 elements into 256: the launch succeeds, the kernel
-  // faults.
-  ASSERT_CU(CUDA_SUCCESS, Launch(fill, 2, 256, s, small, 1u, uint64_t{512}));
+  // fill_u32 of 4 MiB into 1 KiB, past the 2 MiB granule (and its
+  // neighbour) that holds it: the launch succeeds, the kernel faults.
+  ASSERT_CU(CUDA_SUCCESS,
+            Launch(fill, 4096, 256, s, small, 1u, uint64_t{1} << 20));
   ASSERT_CU(CUDA_ERROR_ILLEGAL_ADDRESS, Finish(s));
   Word(flag).store(1);  // would release `other`, but the context is dead
   std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -222,7 +222,7 @@ class FakeCudaTest : public ::testing::Test {
   CUfunction Kernel(const char* name) {
     if (samples_ == nullptr) {
       const char image[] =
-          "fill_u32 vector_add_f32 saxpy_f32 add_u64 spin_ns noop";
+          "fill_u32 vector_add_f32 saxpy_f32 add_u64 spin_ns noop trap";
       EXPECT_CU(CUDA_SUCCESS, cu.ModuleLoadData(&samples_, image));
     }
     CUfunction f = nullptr;

@@ -40,7 +40,8 @@ bool ParseEnv(const char* name, uint64_t min, uint64_t max, uint64_t* out) {
 }
 
 // CUDA_DEVICE_MAX_CONNECTIONS as the driver reads it at cuInit: a number in
-// [1, 32]; anything else (unset, malformed, out of range) is the default 8.
+// [1, 32]; above 32 is 32; anything else (unset, malformed, below 1) is the
+// default 8.
 int MaxConnections() {
   constexpr int kDefault = 8;
   const char* text = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
@@ -109,6 +110,16 @@ CUresult Fake_cuInit(unsigned int flags) {
   uint64_t sync_free = 1;
   uint64_t reset_clears_sticky = 0;
   uint64_t version = 0;
+  if (!ParseEnv("FAKECUDA_PAGE_BYTES", 0, uint64_t{1} << 30,
+                &config.page_bytes) ||
+      (config.page_bytes != 0 &&
+       (config.page_bytes < 4096 ||
+        (config.page_bytes & (config.page_bytes - 1)) != 0))) {
+    std::fprintf(stderr,
+                 "libfakecuda: FAKECUDA_PAGE_BYTES must be 0 or a power of "
+                 "two of at least 4096\n");
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   if (!ParseEnv("FAKECUDA_DEVICES", 0, 64, &devices) ||
       !ParseEnv("FAKECUDA_MEMORY_BYTES", 1, uint64_t{1} << 50,
                 &config.memory_bytes) ||

@@ -25,14 +25,14 @@ T Arg(const unsigned char* args, size_t offset) {
   return value;
 }
 
-// An access to `count` elements of T at `addr`: CUDA_SUCCESS with the
-// allocation held in *hold, or the fault.
+// An access to `count` elements of T at `addr`, checked as a GPU checks it
+// (KernelAccess: page-granular): CUDA_SUCCESS, holding the allocation in
+// *hold where the access lies in one, or the fault.
 template <class T>
 CUresult Elements(Stream& stream, uint64_t addr, uint64_t count,
                   std::shared_ptr<Allocation>* hold) {
   if (count > SIZE_MAX / sizeof(T)) return CUDA_ERROR_ILLEGAL_ADDRESS;
-  return DeviceAccess(stream.ctx(), addr, count * sizeof(T), alignof(T),
-                      Access::kContext, hold);
+  return KernelAccess(stream.ctx(), addr, count * sizeof(T), alignof(T), hold);
 }
 
 // fill_u32(uint32_t* out, uint32_t value, uint64_t n): out[i] = value.

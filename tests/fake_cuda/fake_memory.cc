@@ -76,12 +76,20 @@ CUresult Allocate(const Context& ctx, size_t size, bool pinned, unsigned flags,
   uint64_t& used = t.device_bytes[&ctx];
   if (!pinned && rounded > limit - used) return CUDA_ERROR_OUT_OF_MEMORY;
   if (pinned && rounded > limit) return CUDA_ERROR_OUT_OF_MEMORY;
-  void* p =
-      std::aligned_alloc(pinned ? kPinnedAlignment : kDeviceAlignment, rounded);
-  if (p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
-  *base = reinterpret_cast<uintptr_t>(p);
-  t.by_base.emplace(*base, std::make_shared<Allocation>(*base, size, rounded,
-                                                        pinned, flags, &ctx));
+  Arena* arena = nullptr;
+  const uint64_t page = GetConfig()->page_bytes;
+  if (!pinned && page != 0) {
+    arena = Arena::For(ctx.device(), limit, page);
+    *base = arena != nullptr ? arena->Take(rounded) : 0;
+  } else {
+    *base = reinterpret_cast<uintptr_t>(std::aligned_alloc(
+        pinned ? kPinnedAlignment : kDeviceAlignment, rounded));
+  }
+  if (*base == 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  auto allocation =
+      std::make_shared<Allocation>(*base, size, rounded, pinned, flags, &ctx);
+  allocation->arena = arena;
+  t.by_base.emplace(*base, std::move(allocation));
   if (!pinned) used += rounded;
   return CUDA_SUCCESS;
 }
@@ -120,7 +128,13 @@ bool Pinned(const Stream& stream, uintptr_t addr, size_t len) {
 
 }  // namespace
 
-Allocation::~Allocation() { std::free(reinterpret_cast<void*>(base)); }
+Allocation::~Allocation() {
+  if (arena != nullptr) {
+    arena->Give(base, reserved);
+  } else {
+    std::free(reinterpret_cast<void*>(base));
+  }
+}
 
 std::shared_ptr<Allocation> FindAllocation(const Context& ctx, uintptr_t addr,
                                            size_t len, Access access) {
@@ -147,6 +161,34 @@ CUresult DeviceAccess(const Context& ctx, uintptr_t addr, size_t len,
   return *hold != nullptr && (*hold)->available.load()
              ? CUDA_SUCCESS
              : CUDA_ERROR_ILLEGAL_ADDRESS;
+}
+
+CUresult KernelAccess(const Context& ctx, uintptr_t addr, size_t len,
+                      size_t align, std::shared_ptr<Allocation>* hold) {
+  const CUresult exact =
+      DeviceAccess(ctx, addr, len, align, Access::kContext, hold);
+  if (exact != CUDA_ERROR_ILLEGAL_ADDRESS) return exact;
+  hold->reset();
+  const uint64_t page = GetConfig()->page_bytes;
+  if (page == 0 || addr + len < addr) return CUDA_ERROR_ILLEGAL_ADDRESS;
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  for (uintptr_t granule = addr / page * page; granule < addr + len;
+       granule += page) {
+    // Allocations do not overlap: walking back from the last one that
+    // starts before the granule's end, the first that ends before its
+    // start ends the search.
+    bool mapped = false;
+    for (auto it = t.by_base.lower_bound(granule + page);
+         !mapped && it != t.by_base.begin();) {
+      const Allocation& a = *(--it)->second;
+      if (a.base + a.reserved <= granule) break;
+      mapped = a.arena != nullptr && a.owner == &ctx && a.available.load();
+    }
+    if (!mapped) return CUDA_ERROR_ILLEGAL_ADDRESS;
+    if (granule + page < granule) break;
+  }
+  return CUDA_SUCCESS;
 }
 
 void ReleaseMemory(const Context* ctx) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "tests/fake_cuda/fake_arena.h"
 #include "tests/fake_cuda/fake_context.h"
 
 namespace fakecuda {
@@ -44,6 +45,9 @@ struct Allocation {
   // device work that touches it before then faults (stream order is the
   // only thing that makes pool memory usable).
   std::atomic<bool> available{true};
+  // The device arena the storage came from (device memory with
+  // Config::page_bytes), or null (aligned_alloc). Set before it is shared.
+  Arena* arena = nullptr;
 };
 
 // Who may access a range.
@@ -60,6 +64,14 @@ std::shared_ptr<Allocation> FindAllocation(const Context& ctx, uintptr_t addr,
 
 // The pinned allocation that holds `p`, or nullptr. Thread-safe.
 std::shared_ptr<Allocation> FindPinned(const void* p);
+
+// An access by a kernel running in `ctx`, as a GPU checks it: DeviceAccess's
+// answer when [addr, addr + len) lies in one allocation; else, with
+// Config::page_bytes, CUDA_SUCCESS (and a null *hold) if every granule the
+// range touches holds device memory of ctx: the access lands in whatever
+// lives there, another allocation's data included.
+CUresult KernelAccess(const Context& ctx, uintptr_t addr, size_t len,
+                      size_t align, std::shared_ptr<Allocation>* hold);
 
 // An access by device work running in `ctx`: CUDA_SUCCESS with the
 // allocation in *hold (keep it while accessing), or the fault:

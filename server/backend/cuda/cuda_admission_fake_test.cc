@@ -12,6 +12,7 @@
 #include <cuda.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -73,10 +74,9 @@ CUresult LaunchKernel(CUfunction f, unsigned int gx, unsigned int gy,
                               extra);
 }
 
-CUresult WaitValue(CUstream stream, CUdeviceptr addr, cuuint64_t value,
-                   unsigned int flags) {
+CUresult WaitEvent(CUstream stream, CUevent event, unsigned int flags) {
   CountIssued(stream);
-  return real->cuStreamWaitValue64(stream, addr, value, flags);
+  return real->cuStreamWaitEvent(stream, event, flags);
 }
 
 std::string FakeDriverPath() {
@@ -97,7 +97,7 @@ class CudaAdmissionFakeTest : public ::testing::Test {
     auto wrapped = std::make_shared<CudaDriver>(*real);
     wrapped->cuStreamCreateWithPriority = &CreateStream;
     wrapped->cuLaunchKernel = &LaunchKernel;
-    wrapped->cuStreamWaitValue64 = &WaitValue;
+    wrapped->cuStreamWaitEvent = &WaitEvent;
     auto device = CudaDevice::Create(std::move(wrapped), 0);
     ASSERT_TRUE(device.ok()) << device.status();
     device_ = *std::move(device);
@@ -108,13 +108,55 @@ class CudaAdmissionFakeTest : public ::testing::Test {
     ASSERT_NE(samples_, nullptr);
     counter_ = *device_->Allocate(8, MemoryKind::kDevice);
     flag_ = *device_->CreateFlag();
-    // As if another queue's write of 1 were on its way behind long work:
-    // waits for 1 then go to the streams (CudaQueue::WaitFlag) and park
-    // there, with the work behind them issued, until the test stores 1.
-    static_cast<CudaFlag&>(*flag_).WriteIssued(1);
+  }
+
+  // Parks waits for 1 on flag_ on the device. The test plays a writer
+  // queue through the driver directly: a stream of its own waits on a word
+  // the test stores, then writes 1 to flag_ and records an event, which the
+  // flag learns of as a write in flight (CudaFlag::WriteIssued). Waits for 1
+  // then go to the queues' streams as waits on that event and park there,
+  // with the work behind them issued, until OpenGate(). (The backend itself
+  // never parks a stream on a value nobody has written yet.)
+  void CloseGate() {
+    ASSERT_TRUE(device_->MakeCurrent().ok());
+    void* host = nullptr;
+    ASSERT_EQ(real->cuMemHostAlloc(&host, 8, CU_MEMHOSTALLOC_DEVICEMAP),
+              CUDA_SUCCESS);
+    gate_word_ = static_cast<uint64_t*>(host);
+    *gate_word_ = 0;
+    CUdeviceptr word = 0;
+    ASSERT_EQ(real->cuMemHostGetDevicePointer(&word, host, 0), CUDA_SUCCESS);
+    ASSERT_EQ(real->cuStreamCreateWithPriority(&gate_stream_,
+                                               CU_STREAM_NON_BLOCKING, 0),
+              CUDA_SUCCESS);
+    ASSERT_EQ(real->cuStreamWaitValue64(gate_stream_, word, 1,
+                                        CU_STREAM_WAIT_VALUE_EQ),
+              CUDA_SUCCESS);
+    auto& flag = static_cast<CudaFlag&>(*flag_);
+    ASSERT_EQ(real->cuStreamWriteValue64(gate_stream_, flag.device_ptr(), 1, 0),
+              CUDA_SUCCESS);
+    auto event = device_->events().Get(/*timing=*/false);
+    ASSERT_TRUE(event.ok()) << event.status();
+    auto point = std::make_shared<CudaEventPoint>(device_.get(), *event, false,
+                                                  device_->epoch());
+    ASSERT_EQ(real->cuEventRecord(point->event, gate_stream_), CUDA_SUCCESS);
+    point->issued.store(true);
+    flag.WriteIssued(1, point);
+  }
+  void OpenGate() {
+    if (gate_word_ != nullptr) {
+      std::atomic_ref<uint64_t>(*gate_word_).store(1);
+    }
   }
 
   void TearDown() override {
+    OpenGate();
+    if (gate_stream_ != nullptr) {
+      ASSERT_TRUE(device_->MakeCurrent().ok());
+      EXPECT_EQ(real->cuStreamSynchronize(gate_stream_), CUDA_SUCCESS);
+      EXPECT_EQ(real->cuStreamDestroy(gate_stream_), CUDA_SUCCESS);
+      EXPECT_EQ(real->cuMemFreeHost(gate_word_), CUDA_SUCCESS);
+    }
     if (flag_ != nullptr) flag_->Release(absl::CancelledError("test over"));
     for (auto& q : queues_) q->Cancel(absl::CancelledError("test over"));
     for (auto& q : queues_) Sync(*q).IgnoreError();
@@ -215,6 +257,8 @@ class CudaAdmissionFakeTest : public ::testing::Test {
   Module* samples_ = nullptr;
   std::shared_ptr<Buffer> counter_;
   std::shared_ptr<Flag> flag_;
+  CUstream gate_stream_ = nullptr;
+  uint64_t* gate_word_ = nullptr;
   std::vector<std::shared_ptr<Queue>> queues_;
   absl::flat_hash_map<Queue*, CUstream> streams_;
 };
@@ -244,6 +288,7 @@ TEST_F(CudaAdmissionFakeTest, PrioritiesStayWithinTheDevicesRange) {
 TEST_F(CudaAdmissionFakeTest, LoneTenantGetsTheWholeBudget) {
   auto account = std::make_shared<WorkAccount>("t", 1);
   constexpr int kQueues = 4, kOps = 600;
+  ASSERT_NO_FATAL_FAILURE(CloseGate());
   for (int i = 0; i < kQueues; ++i) {
     auto q = NewQueue(account, /*session=*/i % 2);
     ASSERT_TRUE(q->WaitFlag(flag_, 1, WaitCondition::kEqual).ok());
@@ -257,7 +302,7 @@ TEST_F(CudaAdmissionFakeTest, LoneTenantGetsTheWholeBudget) {
   EXPECT_EQ(Issued(queues_), view.inflight);
   EXPECT_EQ(account->inflight_commands.load(), kQueues * (kOps + 1));
   // Released, everything runs and the counters settle.
-  flag_->Store(1);
+  OpenGate();
   for (auto& q : queues_) ASSERT_TRUE(Sync(*q).ok());
   EXPECT_EQ(ReadCounter(*queues_.front()), uint64_t{kQueues * kOps});
   EXPECT_TRUE(Eventually([&] {
@@ -280,6 +325,7 @@ TEST_F(CudaAdmissionFakeTest, BackloggedTenantsGetTheirWeightedShares) {
   constexpr int kOps = 1200;
   constexpr uint64_t kSpinNs = 100'000;
   std::vector<std::shared_ptr<Queue>> qa, qb;
+  ASSERT_NO_FATAL_FAILURE(CloseGate());
   qb.push_back(NewQueue(b, 7));
   for (int i = 0; i < 4; ++i) qa.push_back(NewQueue(a, i % 2));
   for (auto& q : queues_) {
@@ -302,7 +348,7 @@ TEST_F(CudaAdmissionFakeTest, BackloggedTenantsGetTheirWeightedShares) {
   EXPECT_EQ(Issued(qa), va.inflight);
   EXPECT_EQ(Issued(qb), vb.inflight);
 
-  flag_->Store(1);
+  OpenGate();
   uint64_t sum_a = 0, sum_b = 0, max_a = 0, max_b = 0;
   int samples = 0;
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
@@ -368,6 +414,7 @@ TEST_F(CudaAdmissionFakeTest, QueueThatReleasesParkedWorkStillRuns) {
 // Cancelled queues waiting for admission leave it: nothing stays counted.
 TEST_F(CudaAdmissionFakeTest, CancelledWaitingQueuesLeaveAdmission) {
   auto account = std::make_shared<WorkAccount>("t");
+  ASSERT_NO_FATAL_FAILURE(CloseGate());
   // A buffer per queue: the streams run concurrently, and writes of two
   // streams to the same bytes would race.
   std::vector<std::shared_ptr<Buffer>> targets;
@@ -384,6 +431,7 @@ TEST_F(CudaAdmissionFakeTest, CancelledWaitingQueuesLeaveAdmission) {
   const absl::Status reason = absl::CancelledError("closed");
   for (auto& q : queues_) q->Cancel(reason);
   flag_->Release(reason);
+  OpenGate();  // What was issued runs: the gate's write lands.
   for (auto& q : queues_) {
     EXPECT_EQ(Sync(*q).code(), absl::StatusCode::kCancelled);
   }

@@ -90,7 +90,6 @@ CudaDevice::~CudaDevice() {
     }
     for (auto& [raw, core] : retired_) stuck.push_back(core);
     tracked_.clear();
-    releasing_.clear();
     watches.swap(event_watches_);
   }
   const absl::Status shutdown =
@@ -253,7 +252,6 @@ void CudaDevice::Fail(absl::Status status) {
     }
     tracked_.clear();
     watches.swap(event_watches_);
-    releasing_.clear();
   }
   log::Error("cuda_device_failed").Num("device", ordinal_).Status(status);
   // On the dispatcher: the caller may hold a queue's lock (a failed launch).
@@ -271,6 +269,9 @@ absl::Status CudaDevice::Recover() {
   // Releases of the failed context's objects skip their driver calls (the
   // epoch moves on below); let those already posted run first.
   cleanup_->Drain();
+  // From here no release, allocation or elapsed-time query uses a handle of
+  // the context being reset.
+  absl::WriterMutexLock reset_lock(&reset_mu_);
   ForgetMarkers();  // Their callbacks never run now.
   events_.Forget();
   staging_.Forget();
@@ -327,6 +328,7 @@ absl::Status CudaDevice::Recover() {
 
 void CudaDevice::Release(uint64_t epoch, absl::AnyInvocable<void()> fn) {
   cleanup_->Post([this, epoch, fn = std::move(fn)]() mutable {
+    absl::ReaderMutexLock lock(&reset_mu_);
     if (epoch != this->epoch() || !MakeCurrent().ok()) return;
     fn();
   });
@@ -338,14 +340,6 @@ void CudaDevice::Track(std::shared_ptr<CudaQueueCore> core) {
     tracked_.push_back(core);
   }
   dispatcher_->Wake();  // It may be asleep with nothing to poll.
-}
-
-void CudaDevice::TrackRelease(std::shared_ptr<CudaFlag> flag) {
-  {
-    absl::MutexLock lock(&mu_);
-    releasing_.push_back(std::move(flag));
-  }
-  dispatcher_->Wake();
 }
 
 void CudaDevice::WatchEvent(std::shared_ptr<CudaEventPoint> point,
@@ -421,7 +415,6 @@ bool CudaDevice::Tick() {
   // Completions just run (posts come before the tick) made room.
   admission_.Pump();
   std::vector<std::shared_ptr<CudaQueueCore>> queues;
-  std::vector<std::shared_ptr<CudaFlag>> releasing;
   std::vector<EventWatch> watches;
   {
     absl::MutexLock lock(&mu_);
@@ -433,16 +426,11 @@ bool CudaDevice::Tick() {
       }
     }
     tracked_.clear();
-    releasing.swap(releasing_);
     watches.swap(event_watches_);
   }
   std::vector<std::shared_ptr<CudaQueueCore>> still;
   for (auto& core : queues) {
     if (core->Tick()) still.push_back(core);
-  }
-  std::vector<std::shared_ptr<CudaFlag>> still_releasing;
-  for (auto& flag : releasing) {
-    if (flag->StepRelease()) still_releasing.push_back(flag);
   }
   std::vector<EventWatch> still_watching;
   for (auto& w : watches) {
@@ -458,10 +446,9 @@ bool CudaDevice::Tick() {
     absl::MutexLock lock(&mu_);
     if (!failed()) {
       for (auto& core : still) tracked_.push_back(core);
-      for (auto& flag : still_releasing) releasing_.push_back(flag);
       for (auto& w : still_watching) event_watches_.push_back(std::move(w));
-      return !tracked_.empty() || !releasing_.empty() ||
-             !event_watches_.empty() || admission_.HasWaiting();
+      return !tracked_.empty() || !event_watches_.empty() ||
+             admission_.HasWaiting();
     }
   }
   // The device failed while these were out of the lists Fail() empties.
@@ -494,9 +481,13 @@ absl::StatusOr<std::shared_ptr<Queue>> CudaDevice::CreateQueue(
   auto core = std::make_shared<CudaQueueCore>(
       this, stream, epoch(), std::move(account), std::move(options.on_error));
   core->JoinAdmission(options.session_key);
-  return std::shared_ptr<Queue>(
-      new CudaQueue(std::move(core)),
-      [this](Queue* q) { cleanup_->Post([q] { delete q; }); });
+  return std::shared_ptr<Queue>(new CudaQueue(std::move(core)),
+                                [this](Queue* q) {
+                                  cleanup_->Post([this, q] {
+                                    absl::ReaderMutexLock lock(&reset_mu_);
+                                    delete q;
+                                  });
+                                });
 }
 
 absl::StatusOr<std::shared_ptr<Event>> CudaDevice::CreateEvent(
@@ -515,6 +506,7 @@ absl::StatusOr<std::shared_ptr<Flag>> CudaDevice::CreateFlag() {
 
 absl::StatusOr<std::shared_ptr<Buffer>> CudaDevice::Allocate(uint64_t size,
                                                              MemoryKind kind) {
+  absl::ReaderMutexLock reset_lock(&reset_mu_);
   if (failed()) return failure();
   if (absl::Status s = MakeCurrent(); !s.ok()) return s;
   // CUDA refuses zero-byte allocations; a 0-byte buffer still gets a
@@ -550,7 +542,12 @@ absl::StatusOr<std::shared_ptr<Buffer>> CudaDevice::Allocate(uint64_t size,
   }
   return std::shared_ptr<Buffer>(
       new CudaBuffer(this, ptr, host, size, kind, pooled, epoch()),
-      [this](Buffer* b) { cleanup_->Post([b] { delete b; }); });
+      [this](Buffer* b) {
+        cleanup_->Post([this, b] {
+          absl::ReaderMutexLock lock(&reset_mu_);
+          delete b;
+        });
+      });
 }
 
 absl::Status CudaDevice::MemoryStream() {
@@ -567,32 +564,35 @@ absl::Status CudaDevice::MemoryStream() {
 
 absl::Status CudaDevice::AllocateDevice(uint64_t bytes, CUdeviceptr* ptr,
                                         bool* pooled) {
-  absl::MutexLock lock(&memory_mu_);
-  if (absl::Status s = MemoryStream(); !s.ok()) return s;
-  *pooled = pools_;
-  absl::Status s =
-      pools_ ? Check(driver_->cuMemAllocAsync(ptr, bytes, memory_stream_),
-                     "cuMemAllocAsync")
-             : Check(driver_->cuMemAlloc(ptr, bytes), "cuMemAlloc");
-  if (!s.ok()) return s;
-  s = Check(driver_->cuMemsetD32Async(*ptr, 0, bytes / 4, memory_stream_),
-            "cuMemsetD32Async");
-  // Synchronized: queues use the memory from other streams, ordered after
-  // the allocation and the zeroing only by this.
+  CUstream stream = nullptr;
+  absl::Status s;
+  {
+    absl::MutexLock lock(&memory_mu_);
+    if (s = MemoryStream(); !s.ok()) return s;
+    stream = memory_stream_;
+    *pooled = pools_;
+    s = pools_ ? Check(driver_->cuMemAllocAsync(ptr, bytes, stream),
+                       "cuMemAllocAsync")
+               : Check(driver_->cuMemAlloc(ptr, bytes), "cuMemAlloc");
+    if (!s.ok()) return s;
+    s = Check(driver_->cuMemsetD32Async(*ptr, 0, bytes / 4, stream),
+              "cuMemsetD32Async");
+  }
+  // Synchronized (outside memory_mu_: other allocations and frees go on):
+  // queues use the memory from other streams, ordered after the allocation
+  // and the zeroing only by this. The stream shares a hardware queue with
+  // others, so this waits for work issued there before; that work always
+  // ends (no stream ever parks on a wait nobody satisfies).
   if (s.ok()) {
-    s = Check(driver_->cuStreamSynchronize(memory_stream_),
-              "cuStreamSynchronize");
+    s = Check(driver_->cuStreamSynchronize(stream), "cuStreamSynchronize");
   }
-  if (!s.ok()) {
-    Warn(pools_ ? driver_->cuMemFreeAsync(*ptr, memory_stream_)
-                : driver_->cuMemFree(*ptr),
-         pools_ ? "cuMemFreeAsync" : "cuMemFree");
-  }
+  if (!s.ok()) FreeDevice(*ptr, *pooled);
   return s;
 }
 
 void CudaDevice::FlushCleanup() {
   cleanup_->Drain();
+  absl::ReaderMutexLock reset_lock(&reset_mu_);
   if (failed() || !MakeCurrent().ok()) return;
   absl::MutexLock lock(&memory_mu_);
   if (memory_stream_ != nullptr && memory_epoch_ == epoch()) {

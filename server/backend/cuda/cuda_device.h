@@ -104,6 +104,13 @@ class CudaDevice : public Device {
   // orders it), a cuMemAlloc one with cuMemFree. On the cleanup thread,
   // with the context of the buffer's epoch current.
   void FreeDevice(CUdeviceptr ptr, bool pooled);
+  // Held shared by whatever checks an object's epoch and then calls the
+  // driver with that epoch's handles off the issuing path (the cleanup
+  // thread's releases, allocation, elapsed times); Recover holds it
+  // exclusively while it moves the epoch on and resets the context. A
+  // handle of a reset context must never reach the driver (undefined: it
+  // may name a new object).
+  absl::Mutex& reset_mu() { return reset_mu_; }
   // Runs `fn` on the cleanup thread with the context current, unless the
   // object's context (`epoch`) is gone.
   void Release(uint64_t epoch, absl::AnyInvocable<void()> fn);
@@ -124,8 +131,6 @@ class CudaDevice : public Device {
   void* NewMarker(std::weak_ptr<CudaQueueCore> core, uint64_t count);
   void DropMarker(void* marker);
   static void CUDA_CB OnMarker(void* marker);
-  // Flags whose device-side waits are being released (teardown).
-  void TrackRelease(std::shared_ptr<class CudaFlag> flag);
 
  private:
   CudaDevice(std::shared_ptr<const CudaDriver> driver, int ordinal,
@@ -144,7 +149,7 @@ class CudaDevice : public Device {
         slots_(this) {}
   absl::Status ReadInfo();
   void Fail(absl::Status status);
-  // One dispatcher tick: stream errors, held work, event waiters, releases.
+  // One dispatcher tick: stream errors, held work, event waiters.
   // True while anything needs polling.
   bool Tick();
 
@@ -171,6 +176,7 @@ class CudaDevice : public Device {
   uint64_t memory_epoch_ ABSL_GUARDED_BY(memory_mu_) = 0;
   bool pools_ = false;  // CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED
 
+  absl::Mutex reset_mu_;
   absl::Mutex mu_;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   // Held while the handler runs, so that replacing it (the owner going
@@ -178,7 +184,6 @@ class CudaDevice : public Device {
   absl::Mutex handler_mu_;
   FatalErrorHandler on_fatal_ ABSL_GUARDED_BY(handler_mu_);
   std::vector<std::weak_ptr<CudaQueueCore>> tracked_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::shared_ptr<CudaFlag>> releasing_ ABSL_GUARDED_BY(mu_);
   std::vector<CudaModule*> modules_ ABSL_GUARDED_BY(mu_);  // For Recover.
   absl::flat_hash_map<CudaQueueCore*, std::shared_ptr<CudaQueueCore>> retired_
       ABSL_GUARDED_BY(mu_);

@@ -1,6 +1,7 @@
 // CUDA buffers, events and flags.
 #include "server/backend/cuda/cuda_objects.h"
 
+#include <algorithm>
 #include <atomic>
 #include <utility>
 #include <vector>
@@ -10,18 +11,6 @@
 #include "server/backend/cuda/cuda_queue.h"
 
 namespace gpustream::backend {
-namespace {
-
-// How long the releaser keeps one awaited value stored before it tries the
-// next wait (the queue may still be busy before reaching its wait).
-constexpr absl::Duration kReleaseRotate = absl::Milliseconds(20);
-
-bool Passed(const CudaFlag::NativeWait& w) {
-  std::shared_ptr<CudaQueueCore> queue = w.queue.lock();
-  return queue == nullptr || queue->Passed(w.index);
-}
-
-}  // namespace
 
 // --- Buffers ----------------------------------------------------------------
 
@@ -109,6 +98,14 @@ absl::StatusOr<float> CudaEvent::ElapsedMillisSince(Event& start_event) {
     return absl::FailedPreconditionError(
         "end_event_id has not been recorded and completed");
   }
+  absl::ReaderMutexLock reset_lock(&device_->reset_mu());
+  // A failed device completes every record (PointComplete) without timing
+  // it; its context may be being reset.
+  if (device_->failed()) return device_->failure();
+  if (begin->epoch != device_->epoch() || end->epoch != device_->epoch()) {
+    return absl::FailedPreconditionError(
+        "the events were recorded before the device was reset");
+  }
   if (absl::Status s = device_->MakeCurrent(); !s.ok()) return s;
   float ms = 0;
   absl::Status s = device_->Check(
@@ -136,24 +133,12 @@ void CudaFlag::Store(uint64_t value) {
   // signal releases.
   std::atomic_ref<uint64_t>(*slot_.host)
       .store(value, std::memory_order_release);
-  waiters_.Notify(value);
-  device_->dispatcher().Wake();  // Waits the daemon holds may go.
-}
-
-void CudaFlag::Changed(uint64_t value) { waiters_.Notify(value); }
-
-void CudaFlag::WriteIssued(uint64_t value) {
   {
     absl::MutexLock lock(&mu_);
-    last_issued_write_ = value;
+    Remember(value);
   }
-  device_->dispatcher().Wake();  // Waits held for such a write may go.
-}
-
-bool CudaFlag::IssuedWriteSatisfies(uint64_t value, WaitCondition condition) {
-  absl::MutexLock lock(&mu_);
-  return last_issued_write_.has_value() &&
-         Satisfies(*last_issued_write_, value, condition);
+  waiters_.Notify(value);
+  device_->dispatcher().Wake();  // Waits the daemon holds may go.
 }
 
 Flag::WaitId CudaFlag::AsyncWait(uint64_t value, WaitCondition condition,
@@ -164,68 +149,60 @@ Flag::WaitId CudaFlag::AsyncWait(uint64_t value, WaitCondition condition,
 
 void CudaFlag::Release(const absl::Status& reason) {
   if (!waiters_.Release(reason)) return;
-  bool device_waits;
-  {
-    absl::MutexLock lock(&mu_);
-    device_waits = !native_waits_.empty();
-    releasing_ = 0;
-    releasing_since_ = absl::InfinitePast();
-  }
-  device_->dispatcher().Wake();  // Daemon-held waits on it may go.
-  if (device_waits) device_->TrackRelease(shared_from_this());
+  device_->dispatcher().Wake();  // Waits the daemon holds on it go.
 }
 
-void CudaFlag::AddNativeWait(NativeWait wait) {
-  bool start_releaser;
-  {
-    absl::MutexLock lock(&mu_);
-    // Forget waits already passed, so the list stays as short as the waits
-    // actually pending.
-    if (native_waits_.size() >= 64) {
-      std::erase_if(native_waits_, [](NativeWait& w) { return Passed(w); });
-    }
-    native_waits_.push_back(std::move(wait));
-    // Release() marks the flag released before it looks at native_waits_
-    // under mu_: if it looked before this push, the flag reads released
-    // here, and this starts the releaser itself.
-    start_releaser = waiters_.released();
-  }
-  if (start_releaser) device_->TrackRelease(shared_from_this());
+void CudaFlag::Remember(uint64_t value) {
+  ++writes_;
+  recent_.push_back(value);
+  if (recent_.size() > kRecentWrites) recent_.pop_front();
 }
 
-bool CudaFlag::StepRelease() {
+void CudaFlag::WriteIssued(uint64_t value,
+                           std::shared_ptr<CudaEventPoint> point) {
+  {
+    absl::MutexLock lock(&mu_);
+    in_flight_.push_back({value, std::move(point)});
+  }
+  device_->dispatcher().Wake();  // Waits held for such a write may go.
+}
+
+void CudaFlag::WriteDone(uint64_t value, const CudaEventPoint* point, bool ok) {
+  {
+    absl::MutexLock lock(&mu_);
+    // Remembered before it leaves in_flight_: a wait that saw it in flight
+    // finds it in recent_ once it has landed.
+    if (ok) Remember(value);
+    std::erase_if(in_flight_, [point](const InFlight& w) {
+      return w.point.get() == point;
+    });
+  }
+  if (ok) waiters_.Notify(value);
+  device_->dispatcher().Wake();
+}
+
+std::shared_ptr<CudaEventPoint> CudaFlag::InFlightSatisfying(
+    uint64_t value, WaitCondition condition) {
   absl::MutexLock lock(&mu_);
-  const absl::Time now = absl::Now();
-  // Until every wait has passed: a queue busy for long before its wait
-  // (a long kernel) is released when it gets there.
-  if (device_->failed()) {
-    native_waits_.clear();
-    return false;
+  for (auto it = in_flight_.rbegin(); it != in_flight_.rend(); ++it) {
+    if (Satisfies(it->value, value, condition)) return it->point;
   }
-  // Waits passed are done; the rest are released one at a time: the value
-  // stored is that of the wait being released, kept until its queue has
-  // passed it (EQUAL waits on different values need one store each).
-  for (size_t tried = 0; tried <= native_waits_.size(); ++tried) {
-    if (native_waits_.empty()) return false;
-    if (releasing_ >= native_waits_.size()) releasing_ = 0;
-    NativeWait& w = native_waits_[releasing_];
-    if (Passed(w)) {
-      native_waits_.erase(native_waits_.begin() + releasing_);
-      releasing_since_ = absl::InfinitePast();
-      continue;
-    }
-    if (releasing_since_ == absl::InfinitePast()) {
-      std::atomic_ref<uint64_t>(*slot_.host)
-          .store(w.value, std::memory_order_release);
-      releasing_since_ = now;
-    } else if (now - releasing_since_ > kReleaseRotate) {
-      ++releasing_;  // Its queue is busy before the wait: try the next.
-      releasing_since_ = absl::InfinitePast();
-      continue;
-    }
-    return true;
+  return nullptr;
+}
+
+uint64_t CudaFlag::WriteCount() {
+  absl::MutexLock lock(&mu_);
+  return writes_;
+}
+
+bool CudaFlag::WrittenSince(uint64_t since, uint64_t value,
+                            WaitCondition condition) {
+  absl::MutexLock lock(&mu_);
+  const uint64_t newer = std::min<uint64_t>(writes_ - since, recent_.size());
+  for (uint64_t i = recent_.size() - newer; i < recent_.size(); ++i) {
+    if (Satisfies(recent_[i], value, condition)) return true;
   }
-  return !native_waits_.empty();
+  return false;
 }
 
 }  // namespace gpustream::backend

@@ -5,8 +5,8 @@
 #include <cuda.h>
 
 #include <atomic>
+#include <deque>
 #include <memory>
-#include <optional>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -95,10 +95,23 @@ class CudaEvent : public Event {
 bool PointComplete(CudaDevice& device, CudaEventPoint& point);
 
 // An 8-byte slot of pinned, device-mapped host memory. The host stores and
-// loads it with release/acquire atomics; streams wait on it with
-// cuStreamWaitValue64 and store into it with cuStreamWriteValue64.
+// loads it with release/acquire atomics; streams store into it with
+// cuStreamWriteValue64 (WriteFlag).
+//
+// A queue's wait for a value never goes to its stream as a
+// cuStreamWaitValue64: on a GPU such a wait parks at the head of a hardware
+// queue that other streams share until somebody writes the value, which may
+// be never. Instead (CudaQueue::WaitFlag) the daemon holds the queue's later
+// work until the flag satisfies the wait, or until a write that satisfies it
+// has been handed to a stream: then the queue's stream waits on the event
+// recorded right after that write, which completes once work already issued
+// has run, whatever is written later. Thread-safe.
 class CudaFlag : public Flag, public std::enable_shared_from_this<CudaFlag> {
  public:
+  // Values stored (by the host or, as far as the daemon knows, by streams)
+  // that held waits can still see after the flag moved on.
+  static constexpr size_t kRecentWrites = 64;
+
   CudaFlag(CudaDevice* device, CudaSlotAllocator::Slot slot);
   ~CudaFlag() override;
 
@@ -111,42 +124,38 @@ class CudaFlag : public Flag, public std::enable_shared_from_this<CudaFlag> {
 
   CUdeviceptr device_ptr() const { return slot_.device; }
   bool released() { return waiters_.released(); }
-  // A stream stored `value` into the flag: wake the host waiters it
-  // satisfies (each value a queue writes is seen, even if overwritten).
-  void Changed(uint64_t value);
-  // A write of `value` was handed to a stream (cuStreamWriteValue64
-  // issued): it will land once work issued before it has run.
-  void WriteIssued(uint64_t value);
-  // Whether the value of the last write handed to a stream satisfies the
-  // wait. Then a device-side wait for it parks only until work already
-  // issued reaches that write: never indefinitely at the head of a hardware
-  // queue that other streams share.
-  bool IssuedWriteSatisfies(uint64_t value, WaitCondition condition);
 
-  // A wait handed to a stream: after it, the stream writes `index` into the
-  // queue's progress word, so the releaser knows when it has passed.
-  struct NativeWait {
-    // Weak: the queue's pending work holds this flag; a queue gone has
-    // passed all its waits.
-    std::weak_ptr<CudaQueueCore> queue;
-    uint64_t index;
-    uint64_t value;
-  };
-  void AddNativeWait(NativeWait wait);
-  // Teardown's releaser, one dispatcher tick: stores the value of the first
-  // wait not yet passed (in enqueue order) and moves on once its queue has
-  // passed it (or after a while, to come back later). False when done.
-  bool StepRelease();
+  // A write of `value` was handed to a stream, and `point` recorded right
+  // after it. Until WriteDone, waits it satisfies may wait on `point`.
+  void WriteIssued(uint64_t value, std::shared_ptr<CudaEventPoint> point);
+  // That write completed (`ok`: it ran) or was dropped: host waiters see
+  // the value (each value a queue writes is seen, even if overwritten).
+  void WriteDone(uint64_t value, const CudaEventPoint* point, bool ok);
+  // The point after the latest write in flight that satisfies the wait, or
+  // null.
+  std::shared_ptr<CudaEventPoint> InFlightSatisfying(uint64_t value,
+                                                     WaitCondition condition);
+  // Stores (host and stream) so far; with WrittenSince, whether a value
+  // stored after a wait was enqueued satisfied it, though the flag holds
+  // another now (at most kRecentWrites back).
+  uint64_t WriteCount();
+  bool WrittenSince(uint64_t since, uint64_t value, WaitCondition condition);
 
  private:
+  void Remember(uint64_t value) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  struct InFlight {
+    uint64_t value;
+    std::shared_ptr<CudaEventPoint> point;
+  };
+
   CudaDevice* const device_;
   const CudaSlotAllocator::Slot slot_;
   FlagWaiters waiters_;
-  absl::Mutex mu_;  // The device-side waits, writes and their release.
-  std::optional<uint64_t> last_issued_write_ ABSL_GUARDED_BY(mu_);
-  std::vector<NativeWait> native_waits_ ABSL_GUARDED_BY(mu_);
-  size_t releasing_ ABSL_GUARDED_BY(mu_) = 0;  // Index into native_waits_.
-  absl::Time releasing_since_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex mu_;
+  std::deque<InFlight> in_flight_ ABSL_GUARDED_BY(mu_);  // Oldest first.
+  uint64_t writes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<uint64_t> recent_ ABSL_GUARDED_BY(mu_);  // The last writes.
 };
 
 }  // namespace gpustream::backend

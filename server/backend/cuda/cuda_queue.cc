@@ -222,76 +222,81 @@ absl::Status CudaQueue::WaitQueue(Queue& other) {
   return WaitPoint(std::move(point));
 }
 
-// Streams share a few hardware queues (CUDA_DEVICE_MAX_CONNECTIONS), and a
-// device-side wait at the head of one holds up every stream behind it,
-// other tenants' too, and every context-synchronizing call. So a wait goes
-// to the stream only once a write that satisfies it has been handed to a
-// stream (a device-to-device signal: the wait then parks only until work
-// already issued reaches that write, a bounded time); until then the
-// daemon holds the queue's later work, and a host signal releases it from
-// the dispatcher. A wait already satisfied issues nothing.
+// Streams share a few hardware queues (CUDA_DEVICE_MAX_CONNECTIONS), and
+// work that does not finish at the head of one holds up every stream behind
+// it, other tenants' too, and every context-synchronizing call. So a flag
+// wait never goes to the stream as a cuStreamWaitValue64 (which would park
+// there until somebody writes the value, perhaps never). The daemon holds
+// the queue's later work until the flag satisfies the wait (a host signal
+// wakes the dispatcher at once) or a value stored since the wait was
+// enqueued did, or until a write that satisfies it has been handed to a
+// stream: then the stream waits on the event recorded right after that
+// write, which completes once work issued before it has run. Nothing parks
+// on the device for longer than work already issued takes.
 absl::Status CudaQueue::WaitFlag(std::shared_ptr<Flag> flag_base,
                                  uint64_t value, WaitCondition condition) {
   auto flag = std::static_pointer_cast<CudaFlag>(std::move(flag_base));
-  const bool device_waits = core_->device().info().supports_wait_value;
+  const uint64_t since = flag->WriteCount();
+  auto seen = [flag, value, condition, since] {
+    return flag->released() || Satisfies(flag->Load(), value, condition) ||
+           flag->WrittenSince(since, value, condition);
+  };
   CudaQueueCore::Op op;
   op.done = [flag](absl::Status) {};
-  op.ready = [flag, value, condition, device_waits] {
-    return flag->released() || Satisfies(flag->Load(), value, condition) ||
-           (device_waits && flag->IssuedWriteSatisfies(value, condition));
+  op.ready = [flag, value, condition, seen] {
+    return seen() || flag->InFlightSatisfying(value, condition) != nullptr;
   };
-  op.issue =
-      [flag, value, condition](
-          CudaQueueCore& q) ABSL_NO_THREAD_SAFETY_ANALYSIS {  // q.mu_ is held.
-        // Released (nobody stores the value any more, and the releaser looks
-        // for no new waits), or satisfied already: nothing to wait for.
-        if (flag->released() || Satisfies(flag->Load(), value, condition)) {
-          return absl::OkStatus();
-        }
-        auto progress = q.ProgressSlot();
-        if (!progress.ok()) return progress.status();
-        const CudaDriver& driver = q.device().driver();
-        absl::Status s = q.device().Check(
-            driver.cuStreamWaitValue64(q.stream(), flag->device_ptr(), value,
-                                       condition == WaitCondition::kEqual
-                                           ? CU_STREAM_WAIT_VALUE_EQ
-                                           : CU_STREAM_WAIT_VALUE_GEQ),
-            "cuStreamWaitValue64");
-        if (!s.ok()) return s;
-        // Passing the wait is visible to the releaser through this word.
-        const uint64_t index = q.NextWaitIndex();
-        s = q.device().Check(
-            driver.cuStreamWriteValue64(q.stream(), progress->device, index, 0),
-            "cuStreamWriteValue64");
-        if (!s.ok()) return s;
-        flag->AddNativeWait({q.shared_from_this(), index, value});
-        return absl::OkStatus();
-      };
+  op.issue = [flag, value, condition, seen](CudaQueueCore& q) {
+    if (seen()) return absl::OkStatus();
+    std::shared_ptr<CudaEventPoint> point =
+        flag->InFlightSatisfying(value, condition);
+    // Gone from the writes in flight since ready(): it landed, and seen()
+    // missed it only if more than kRecentWrites followed; it was satisfied.
+    if (point == nullptr) return absl::OkStatus();
+    return q.device().Check(
+        q.device().driver().cuStreamWaitEvent(q.stream(), point->event, 0),
+        "cuStreamWaitEvent");
+  };
   return core_->Submit(std::move(op));
 }
 
 absl::Status CudaQueue::WriteFlag(std::shared_ptr<Flag> flag_base,
                                   uint64_t value) {
   auto flag = std::static_pointer_cast<CudaFlag>(std::move(flag_base));
+  CudaDevice& device = core_->device();
   CudaQueueCore::Op op;
   op.prompt = true;  // Host waiters hear of it promptly.
-  if (!core_->device().info().supports_wait_value) {
+  if (!device.info().supports_wait_value) {
     op.issue = [](CudaQueueCore&) { return absl::OkStatus(); };
     op.done = [flag, value](absl::Status s) {
       if (s.ok()) flag->Store(value);
     };
     return core_->Submit(std::move(op));
   }
-  op.issue = [flag, value](CudaQueueCore& q) {
-    absl::Status s =
-        q.device().Check(q.device().driver().cuStreamWriteValue64(
-                             q.stream(), flag->device_ptr(), value, 0),
-                         "cuStreamWriteValue64");
-    if (s.ok()) flag->WriteIssued(value);
+  // The event recorded right after the write, for waits on this value.
+  auto event = device.events().Get(/*timing=*/false);
+  if (!event.ok()) return event.status();
+  auto point =
+      std::make_shared<CudaEventPoint>(&device, *event, false, device.epoch());
+  op.issue = [flag, value, point](CudaQueueCore& q) {
+    const CudaDriver& driver = q.device().driver();
+    absl::Status s = q.device().Check(
+        driver.cuStreamWriteValue64(q.stream(), flag->device_ptr(), value, 0),
+        "cuStreamWriteValue64");
+    if (s.ok()) {
+      s = q.device().Check(driver.cuEventRecord(point->event, q.stream()),
+                           "cuEventRecord");
+    }
+    if (s.ok()) {
+      point->issued.store(true, std::memory_order_release);
+      flag->WriteIssued(value, point);
+    }
     return s;
   };
-  op.done = [flag, value](absl::Status s) {
-    if (s.ok()) flag->Changed(value);
+  op.done = [flag, value, point](absl::Status s) {
+    if (point->issued.load(std::memory_order_acquire)) {
+      flag->WriteDone(value, point.get(), s.ok());
+    }
   };
   return core_->Submit(std::move(op));
 }

@@ -113,15 +113,6 @@ class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore>,
   // for a fatal error. True while the queue has work outstanding.
   bool Tick();
 
-  // The queue's progress word for device-side flag waits (lazily made).
-  absl::StatusOr<CudaSlotAllocator::Slot> ProgressSlot()
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  uint64_t NextWaitIndex() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return ++wait_index_;
-  }
-  // Whether the stream has passed device-side wait `index`.
-  bool Passed(uint64_t index);
-
  private:
   struct Pending {
     uint64_t at;  // Runs once `completed_` reaches it.
@@ -198,12 +189,6 @@ class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore>,
   // In admission's line, as far as this queue knows (the pump takes it off
   // before its turn, PumpAdmitted).
   bool waiting_admission_ ABSL_GUARDED_BY(mu_) = false;
-  bool has_progress_ ABSL_GUARDED_BY(mu_) = false;
-  CudaSlotAllocator::Slot progress_ ABSL_GUARDED_BY(mu_);
-  // progress_.host, readable without mu_ (the releaser holds a flag's lock
-  // while it asks). Kept until the core goes, as waits refer to it.
-  std::atomic<uint64_t*> progress_host_{nullptr};
-  uint64_t wait_index_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // The Queue the session layer holds. Destroying it retires the core: the

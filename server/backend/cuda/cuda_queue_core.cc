@@ -28,7 +28,6 @@ CudaQueueCore::~CudaQueueCore() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   for (const Op& op : held_) dropped += op.counted ? 1 : 0;
   ChargeInflight(-dropped);
   SettleLocked(issued_, /*ran=*/false);
-  if (has_progress_) device_->slots().Put(progress_);
   if (destroyed_) return;
   // Nothing refers to the stream any more; CUDA releases a stream destroyed
   // with work pending once that work is done.
@@ -389,26 +388,6 @@ bool CudaQueueCore::Tick() {
   }
   Deliver(std::move(callbacks));
   return busy;
-}
-
-absl::StatusOr<CudaSlotAllocator::Slot> CudaQueueCore::ProgressSlot() {
-  if (!has_progress_) {
-    auto slot = device_->slots().Get();
-    if (!slot.ok()) return slot.status();
-    progress_ = *slot;
-    has_progress_ = true;
-    progress_host_.store(progress_.host, std::memory_order_release);
-  }
-  return progress_;
-}
-
-bool CudaQueueCore::Passed(uint64_t index) {
-  uint64_t* progress = progress_host_.load(std::memory_order_acquire);
-  if (progress == nullptr || device_->failed() || device_->epoch() != epoch_) {
-    return true;
-  }
-  return std::atomic_ref<uint64_t>(*progress).load(std::memory_order_acquire) >=
-         index;
 }
 
 void CudaQueueCore::Deliver(Callbacks callbacks) {
