@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <set>
 #include <string>
 #include <thread>
@@ -34,6 +35,13 @@ bool RunChild(const std::string& test, std::vector<std::string> env) {
       env.push_back(var);
     }
   }
+  // The child marks that its case ran: a filter that matches nothing exits
+  // 0 too, and must fail.
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string ran = std::string(tmp != nullptr ? tmp : "/tmp") +
+                          "/child-" + std::to_string(getpid()) + "-ran";
+  std::remove(ran.c_str());
+  env.push_back("FAKECUDA_TEST_CHILD_RAN=" + ran);
   std::string filter = "--gtest_filter=" + test;
   std::string exe = "/proc/self/exe";
   char* argv[] = {exe.data(), filter.data(), nullptr};
@@ -54,7 +62,9 @@ bool RunChild(const std::string& test, std::vector<std::string> env) {
     waitpid(pid, &status, 0);
     return false;
   }
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  const bool marked = std::remove(ran.c_str()) == 0;
+  EXPECT_TRUE(marked) << "the child ran no case matching " << test;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 && marked;
 }
 
 std::string ChildCase() {
@@ -62,8 +72,16 @@ std::string ChildCase() {
   return c != nullptr ? c : "";
 }
 
+// In a child: tells RunChild that the case it asked for runs.
+void MarkChildRan() {
+  if (const char* ran = std::getenv("FAKECUDA_TEST_CHILD_RAN")) {
+    if (FILE* f = std::fopen(ran, "w")) std::fclose(f);
+  }
+}
+
 TEST(EnvChild, NoDevices) {
   if (ChildCase() != "no_devices") GTEST_SKIP() << "runs in a child";
+  MarkChildRan();
   int count;
   EXPECT_CU(CUDA_ERROR_NOT_INITIALIZED, cu.DeviceGetCount(&count));
   EXPECT_CU(CUDA_ERROR_NO_DEVICE, cu.Init(0));
@@ -72,6 +90,7 @@ TEST(EnvChild, NoDevices) {
 
 TEST(EnvChild, NoWaitValue) {
   if (ChildCase() != "no_wait_value") GTEST_SKIP() << "runs in a child";
+  MarkChildRan();
   ASSERT_CU(CUDA_SUCCESS, cu.Init(0));
   int value = -1;
   EXPECT_CU(CUDA_SUCCESS,

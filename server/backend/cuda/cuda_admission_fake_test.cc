@@ -395,8 +395,9 @@ TEST_F(CudaAdmissionFakeTest, BackloggedTenantsGetTheirWeightedShares) {
   EXPECT_GE(a->busy_ns.load(), kOps * kSpinNs * 9 / 10);
 }
 
-// A tenant's parked work fills its share; the queue that would release it
-// still progresses (the per-queue floor), so nothing deadlocks.
+// Queues waiting for a flag that one of their tenant's queues writes later
+// hold their work in the daemon, taking none of the tenant's share: the
+// writer runs, and then all of them do.
 TEST_F(CudaAdmissionFakeTest, QueueThatReleasesParkedWorkStillRuns) {
   auto account = std::make_shared<WorkAccount>("t");
   for (int i = 0; i < 3; ++i) {

@@ -273,9 +273,12 @@ absl::Status CudaDevice::Recover() {
   // the context being reset.
   absl::WriterMutexLock reset_lock(&reset_mu_);
   ForgetMarkers();  // Their callbacks never run now.
+  epoch_.fetch_add(1, std::memory_order_acq_rel);
+  // After the epoch moved: a pooled event or staging block of the old
+  // context put back from now on is dropped (the pools check the epoch
+  // under their lock), so none survives into the new one.
   events_.Forget();
   staging_.Forget();
-  epoch_.fetch_add(1, std::memory_order_acq_rel);
   // After the epoch moved: a slot of the old context put back from now on is
   // dropped (CudaSlotAllocator::Put), so none survives into the new one,
   // whose reset frees the old slabs.

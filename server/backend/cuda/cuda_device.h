@@ -31,10 +31,9 @@ class CudaModule;
 // while a queue is within its budget and its tenant within its admitted
 // share (CudaAdmission); the dispatcher thread completes work (host
 // callbacks post to it), hands held work to streams (giving waiting queues
-// their admission turns), polls events and stream errors, and releases
-// device-side waits at teardown; the cleanup thread destroys native
-// objects. Every thread makes the primary context current before its first
-// driver call (MakeCurrent).
+// their admission turns), polls events and stream errors; the cleanup
+// thread destroys native objects. Every thread makes the primary context
+// current before its first driver call (MakeCurrent).
 //
 // Failure: a fatal driver error (a kernel fault poisons the context) marks
 // the device failed: every queue fails with ABORTED, held and pending work

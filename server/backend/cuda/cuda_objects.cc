@@ -129,6 +129,7 @@ uint64_t CudaFlag::Load() {
 }
 
 void CudaFlag::Store(uint64_t value) {
+  Sweep();  // Device writes that landed came before this store.
   // Release: data the host wrote before signalling is visible to work the
   // signal releases.
   std::atomic_ref<uint64_t>(*slot_.host)
@@ -167,30 +168,60 @@ void CudaFlag::WriteIssued(uint64_t value,
   device_->dispatcher().Wake();  // Waits held for such a write may go.
 }
 
-void CudaFlag::WriteDone(uint64_t value, const CudaEventPoint* point, bool ok) {
+void CudaFlag::WriteDone(const CudaEventPoint* point) {
+  Sweep();  // It, if it landed.
   {
+    // Still here: it never ran (dropped before the stream reached it, or
+    // the device failed). Nobody may wait on it any more.
     absl::MutexLock lock(&mu_);
-    // Remembered before it leaves in_flight_: a wait that saw it in flight
-    // finds it in recent_ once it has landed.
-    if (ok) Remember(value);
     std::erase_if(in_flight_, [point](const InFlight& w) {
       return w.point.get() == point;
     });
   }
-  if (ok) waiters_.Notify(value);
   device_->dispatcher().Wake();
+}
+
+bool CudaFlag::Landed(const CudaEventPoint& point) {
+  if (device_->failed() || point.epoch != device_->epoch() ||
+      !point.issued.load(std::memory_order_acquire) ||
+      !device_->MakeCurrent().ok()) {
+    return false;
+  }
+  return device_->driver().cuEventQuery(point.event) == CUDA_SUCCESS;
+}
+
+void CudaFlag::Sweep() {
+  std::vector<uint64_t> landed;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = in_flight_.begin(); it != in_flight_.end();) {
+      if (Landed(*it->point)) {
+        Remember(it->value);
+        landed.push_back(it->value);
+        it = in_flight_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (uint64_t value : landed) waiters_.Notify(value);
 }
 
 std::shared_ptr<CudaEventPoint> CudaFlag::InFlightSatisfying(
     uint64_t value, WaitCondition condition) {
+  // Without Sweep(): this runs under queue locks, where host waiters must
+  // not be called. A write that landed is skipped, not moved.
   absl::MutexLock lock(&mu_);
   for (auto it = in_flight_.rbegin(); it != in_flight_.rend(); ++it) {
-    if (Satisfies(it->value, value, condition)) return it->point;
+    if (Satisfies(it->value, value, condition) && !Landed(*it->point)) {
+      return it->point;
+    }
   }
   return nullptr;
 }
 
 uint64_t CudaFlag::WriteCount() {
+  Sweep();  // A write that landed before the wait is not "since".
   absl::MutexLock lock(&mu_);
   return writes_;
 }

@@ -126,23 +126,34 @@ class CudaFlag : public Flag, public std::enable_shared_from_this<CudaFlag> {
   bool released() { return waiters_.released(); }
 
   // A write of `value` was handed to a stream, and `point` recorded right
-  // after it. Until WriteDone, waits it satisfies may wait on `point`.
+  // after it. Until it has landed, waits it satisfies may wait on `point`.
   void WriteIssued(uint64_t value, std::shared_ptr<CudaEventPoint> point);
-  // That write completed (`ok`: it ran) or was dropped: host waiters see
-  // the value (each value a queue writes is seen, even if overwritten).
-  void WriteDone(uint64_t value, const CudaEventPoint* point, bool ok);
-  // The point after the latest write in flight that satisfies the wait, or
-  // null.
+  // The write's operation completed or was dropped (its queue cancelled or
+  // failed). Whether it ran is the event's to say, not the operation's
+  // status: a cancelled queue's issued work still runs. Host waiters see
+  // every value that landed (even if overwritten).
+  void WriteDone(const CudaEventPoint* point);
+  // The point after the latest write in flight (not yet landed) that
+  // satisfies the wait, or null.
   std::shared_ptr<CudaEventPoint> InFlightSatisfying(uint64_t value,
                                                      WaitCondition condition);
-  // Stores (host and stream) so far; with WrittenSince, whether a value
-  // stored after a wait was enqueued satisfied it, though the flag holds
-  // another now (at most kRecentWrites back).
+  // Stores (host and stream) so far, writes that have landed included;
+  // with WrittenSince, whether a value stored after a wait was enqueued
+  // satisfied it, though the flag holds another now (at most kRecentWrites
+  // back).
   uint64_t WriteCount();
   bool WrittenSince(uint64_t since, uint64_t value, WaitCondition condition);
 
  private:
   void Remember(uint64_t value) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the write before `point` has run on the device (its event
+  // completed in the current context). Never blocks.
+  bool Landed(const CudaEventPoint& point);
+  // Moves writes that have landed from in_flight_ into the history, in
+  // issue order, and tells host waiters (outside mu_): a write the device
+  // has done is no longer one a wait may count on, and the history must
+  // have it before any later store.
+  void Sweep();
 
   struct InFlight {
     uint64_t value;

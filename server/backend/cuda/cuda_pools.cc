@@ -31,9 +31,10 @@ absl::StatusOr<CUevent> CudaEventPool::Get(bool timing) {
 }
 
 void CudaEventPool::Put(CUevent event, bool timing, uint64_t epoch) {
-  if (epoch != device_->epoch()) return;  // Died with its context.
   {
+    // Under mu_: Recover moves the epoch on, then Forget()s under mu_.
     absl::MutexLock lock(&mu_);
+    if (epoch != device_->epoch()) return;  // Died with its context.
     if (free_[timing].size() < kMaxPooled) {
       free_[timing].push_back(event);
       return;
@@ -82,9 +83,10 @@ absl::StatusOr<Staging> CudaStagingPool::Get(uint64_t size) {
 }
 
 void CudaStagingPool::Put(Staging staging) {
-  if (staging.epoch != device_->epoch()) return;
   {
+    // Under mu_: Recover moves the epoch on, then Forget()s under mu_.
     absl::MutexLock lock(&mu_);
+    if (staging.epoch != device_->epoch()) return;
     if (cached_bytes_ + staging.capacity <= kMaxCachedBytes) {
       cached_bytes_ += staging.capacity;
       free_[staging.capacity].push_back(staging);

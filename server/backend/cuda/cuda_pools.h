@@ -67,9 +67,8 @@ class CudaStagingPool {
 };
 
 // 8-byte slots carved from slabs of pinned, device-mapped host memory
-// (cuMemHostAlloc DEVICEMAP): a completion flag, or a queue's progress word,
-// costs 8 bytes, not a page. Slabs live until the device resets or goes.
-// Thread-safe.
+// (cuMemHostAlloc DEVICEMAP): a completion flag costs 8 bytes, not a page.
+// Slabs live until the device resets or goes. Thread-safe.
 class CudaSlotAllocator {
  public:
   struct Slot {

@@ -293,9 +293,9 @@ absl::Status CudaQueue::WriteFlag(std::shared_ptr<Flag> flag_base,
     }
     return s;
   };
-  op.done = [flag, value, point](absl::Status s) {
+  op.done = [flag, point](absl::Status) {
     if (point->issued.load(std::memory_order_acquire)) {
-      flag->WriteDone(value, point.get(), s.ok());
+      flag->WriteDone(point.get());
     }
   };
   return core_->Submit(std::move(op));
