@@ -595,9 +595,10 @@ TEST_P(DeviceConformanceTest, ParkedQueuesOfOneTenantBlockNoOtherTenant) {
     ASSERT_TRUE(buffer.ok()) << buffer.status();
     EXPECT_LT(absl::Now() - start, kBound) << "allocate";
     start = absl::Now();
-    ASSERT_TRUE(q->Launch(K("add_u64"), {{1}, {1}},
-                          {BufferArg{*buffer}, uint64_t{round + 1}})
-                    .ok());
+    ASSERT_TRUE(
+        q->Launch(K("add_u64"), {{1}, {1}},
+                  {BufferArg{*buffer}, static_cast<uint64_t>(round + 1)})
+            .ok());
     ASSERT_TRUE(Sync(*q, kBound).ok()) << "launch + synchronize";
     EXPECT_LT(absl::Now() - start, kBound) << "launch + synchronize";
     start = absl::Now();
