@@ -616,6 +616,21 @@ TEST_P(DeviceConformanceTest, ParkedQueuesOfOneTenantBlockNoOtherTenant) {
   EXPECT_EQ(ReadU64(*q, sink), uint64_t{kParked});
 }
 
+// A kernel's dynamic shared memory limit is what a launch really gets: the
+// device's per-block maximum less the kernel's static shared memory (on a
+// GPU beyond 48 KiB only once the kernel opts in, which the backend does).
+TEST_P(DeviceConformanceTest, LaunchGetsAllTheDynamicSharedMemoryItsKernelMay) {
+  const KernelLimits& limits = K("noop").signature().limits;
+  EXPECT_EQ(limits.max_dynamic_shared_memory_bytes,
+            device_->info().max_shared_memory_bytes -
+                limits.static_shared_memory_bytes);
+  auto q = NewQueue();
+  LaunchConfig config{{1}, {1}};
+  config.shared_memory_bytes = limits.max_dynamic_shared_memory_bytes;
+  ASSERT_TRUE(q->Launch(K("noop"), config, {}).ok());
+  EXPECT_TRUE(Sync(*q).ok()) << q->error();
+}
+
 TEST_P(DeviceConformanceTest, QueueDroppedFromItsOwnCallback) {
   std::shared_ptr<Queue> q = NewQueue();
   ASSERT_TRUE(q->Launch(K("spin_ns"), {{1}, {1}}, {uint64_t{5'000'000}}).ok());

@@ -66,7 +66,8 @@
   X(cuModuleUnload, 12000)              \
   X(cuModuleGetFunction, 12000)         \
   X(cuFuncGetParamInfo, 12040)          \
-  X(cuFuncGetAttribute, 12000)
+  X(cuFuncGetAttribute, 12000)          \
+  X(cuFuncSetAttribute, 12000)
 
 namespace fakecuda {
 

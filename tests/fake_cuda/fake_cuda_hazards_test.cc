@@ -202,6 +202,24 @@ TEST_F(FakeCudaHazardsTest, HostFunctionsOfAllStreamsRunOnOneThread) {
   EXPECT_NE(std::this_thread::get_id(), log.ids[0]);
 }
 
+// A kernel gets 48 KiB of dynamic shared memory unless it opts in to more.
+TEST_F(FakeCudaHazardsTest, DynamicSharedMemoryAbove48KiBNeedsTheOptIn) {
+  const CUstream s = NewStream();
+  const CUfunction noop = Kernel("noop");
+  EXPECT_CU(
+      CUDA_ERROR_INVALID_VALUE,
+      cu.LaunchKernel(noop, 1, 1, 1, 1, 1, 1, 64 << 10, s, nullptr, nullptr));
+  ASSERT_CU(CUDA_SUCCESS,
+            cu.FuncSetAttribute(
+                noop, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 232448));
+  EXPECT_CU(CUDA_SUCCESS, cu.LaunchKernel(noop, 1, 1, 1, 1, 1, 1, 64 << 10, s,
+                                          nullptr, nullptr));
+  EXPECT_CU(CUDA_ERROR_INVALID_VALUE,
+            cu.FuncSetAttribute(
+                noop, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 232449));
+  EXPECT_CU(CUDA_SUCCESS, Finish(s));
+}
+
 // cuda.h: a cudaVersion above the driver's is CUDA_ERROR_INVALID_VALUE.
 TEST_F(FakeCudaHazardsTest, ProcAddressAboveTheDriverVersionIsInvalid) {
   void* fn = nullptr;

@@ -57,6 +57,7 @@ namespace fakecuda_test {
   X(MemFree, cuMemFree)                                     \
   X(MemAllocAsync, cuMemAllocAsync)                         \
   X(MemFreeAsync, cuMemFreeAsync)                           \
+  X(FuncSetAttribute, cuFuncSetAttribute)                   \
   X(MemHostAlloc, cuMemHostAlloc)                           \
   X(MemFreeHost, cuMemFreeHost)                             \
   X(MemHostGetDevicePointer, cuMemHostGetDevicePointer)     \

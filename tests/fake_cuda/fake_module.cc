@@ -3,6 +3,7 @@
 // (fake_kernels.cc); the module then offers exactly the twins it names.
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <initializer_list>
 #include <memory>
@@ -41,16 +42,27 @@ class Module {
   const std::vector<const Twin*> twins_;
 };
 
+// Dynamic shared memory per block: what a kernel gets without opting in,
+// and the most it may opt in to (the device's
+// CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN).
+constexpr int kDefaultDynamicShared = 49152;
+constexpr int kMaxSharedOptin = 232448;
+
 class Function {
  public:
   Function(std::shared_ptr<Context> ctx, const Twin* twin)
       : ctx_(std::move(ctx)), twin_(twin) {}
   const Context* owner() const { return ctx_.get(); }  // for Registry
   const Twin& twin() const { return *twin_; }
+  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: 48 KiB until the
+  // client opts in to more (cuFuncSetAttribute), as on a GPU.
+  int max_dynamic_shared() const { return max_dynamic_shared_.load(); }
+  void set_max_dynamic_shared(int bytes) { max_dynamic_shared_.store(bytes); }
 
  private:
   const std::shared_ptr<Context> ctx_;
   const Twin* const twin_;
+  std::atomic<int> max_dynamic_shared_{kDefaultDynamicShared};
 };
 
 Registry<Module>& Modules() {
@@ -278,7 +290,7 @@ CUresult Fake_cuFuncGetAttribute(int* pi, CUfunction_attribute attrib,
       *pi = f->twin().max_threads_per_block;
       break;
     case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
-      *pi = 49152;
+      *pi = f->max_dynamic_shared();
       break;
     case CU_FUNC_ATTRIBUTE_NUM_REGS:
       *pi = 16;
@@ -287,6 +299,20 @@ CUresult Fake_cuFuncGetAttribute(int* pi, CUfunction_attribute attrib,
       *pi = 0;
       break;
   }
+  return CUDA_SUCCESS;
+}
+
+// Only MAX_DYNAMIC_SHARED_SIZE_BYTES, up to the device's opt-in maximum
+// (the twins use no static shared memory); others are NOT_SUPPORTED here.
+CUresult Fake_cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib,
+                                 int value) {
+  std::shared_ptr<Function> f;
+  if (CUresult r = FindFunction(hfunc, &f); r != CUDA_SUCCESS) return r;
+  if (attrib != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) {
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  if (value < 0 || value > kMaxSharedOptin) return CUDA_ERROR_INVALID_VALUE;
+  f->set_max_dynamic_shared(value);
   return CUDA_SUCCESS;
 }
 
@@ -311,7 +337,9 @@ CUresult Fake_cuLaunchKernel(CUfunction f, unsigned int gridDimX,
   if (gridDimX == 0 || gridDimY == 0 || gridDimZ == 0 || blockDimX == 0 ||
       blockDimY == 0 || blockDimZ == 0 || gridDimX > 2147483647u ||
       gridDimY > 65535 || gridDimZ > 65535 || blockDimX > 1024 ||
-      blockDimY > 1024 || blockDimZ > 64 || sharedMemBytes > 49152) {
+      blockDimY > 1024 || blockDimZ > 64 ||
+      sharedMemBytes > static_cast<unsigned>(function->max_dynamic_shared())) {
+    // More dynamic shared memory than the function opted in to.
     return CUDA_ERROR_INVALID_VALUE;
   }
   const uint64_t block = uint64_t{blockDimX} * blockDimY * blockDimZ;

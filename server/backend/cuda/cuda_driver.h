@@ -63,7 +63,8 @@ struct CudaDriver {
   X(cuModuleUnload) \
   X(cuModuleGetFunction) \
   X(cuFuncGetParamInfo) \
-  X(cuFuncGetAttribute)
+  X(cuFuncGetAttribute) \
+  X(cuFuncSetAttribute)
   // clang-format on
 #define GPUSTREAM_CUDA_DECLARE(name) decltype(&::name) name = nullptr;
   GPUSTREAM_CUDA_ENTRY_POINTS(GPUSTREAM_CUDA_DECLARE)

@@ -1,6 +1,8 @@
 // Loading CUDA modules against their manifests.
 #include "server/backend/cuda/cuda_module.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "server/backend/cuda/cuda_device.h"
 #include "server/modules/module_manifest.h"
@@ -45,18 +47,27 @@ absl::StatusOr<std::unique_ptr<CudaModule>> CudaModule::Load(
       kernel.signature_.layout.push_back(
           {static_cast<uint32_t>(b.size), static_cast<uint32_t>(b.offset)});
     }
-    int max_threads = 0, static_shared = 0, max_dynamic = 0;
+    int max_threads = 0, static_shared = 0, allowed_dynamic = 0;
     driver.cuFuncGetAttribute(&max_threads,
                               CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
                               kernel.function());
     driver.cuFuncGetAttribute(
         &static_shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, kernel.function());
-    driver.cuFuncGetAttribute(&max_dynamic,
+    driver.cuFuncGetAttribute(&allowed_dynamic,
                               CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                               kernel.function());
-    kernel.signature_.limits = {static_cast<uint32_t>(max_threads),
-                                static_cast<uint32_t>(static_shared),
-                                static_cast<uint32_t>(max_dynamic)};
+    kernel.allowed_dynamic_.store(static_cast<uint32_t>(allowed_dynamic));
+    // What a launch can really get: the device's opt-in maximum per block
+    // less the kernel's static shared memory (AllowDynamicShared opts in).
+    const uint32_t optin = device->info().max_shared_memory_bytes;
+    const uint32_t max_dynamic =
+        optin > static_cast<uint32_t>(static_shared)
+            ? optin - static_cast<uint32_t>(static_shared)
+            : 0;
+    kernel.signature_.limits = {
+        static_cast<uint32_t>(max_threads),
+        static_cast<uint32_t>(static_shared),
+        std::max(max_dynamic, static_cast<uint32_t>(allowed_dynamic))};
     module->info_.kernels.push_back(kernel.signature_);
   }
   return module;
@@ -88,8 +99,31 @@ absl::Status CudaModule::Reload() {
           ", which the image lacks (",
           ToStatus(r, "cuModuleGetFunction", &driver).message(), ")"));
     }
+    int allowed = 0;
+    driver.cuFuncGetAttribute(
+        &allowed, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, fn);
+    kernel->allowed_dynamic_.store(static_cast<uint32_t>(allowed));
     kernel->function_.store(fn, std::memory_order_release);
   }
+  return absl::OkStatus();
+}
+
+absl::Status CudaKernel::AllowDynamicShared(const CudaDriver& driver,
+                                            uint32_t bytes) const {
+  if (bytes <= allowed_dynamic_.load(std::memory_order_acquire)) {
+    return absl::OkStatus();
+  }
+  // Racing launches may both set it: the same value, harmless.
+  const uint32_t limit = signature_.limits.max_dynamic_shared_memory_bytes;
+  if (absl::Status s = ToStatus(
+          driver.cuFuncSetAttribute(
+              function(), CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+              static_cast<int>(limit)),
+          "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", &driver);
+      !s.ok()) {
+    return s;
+  }
+  allowed_dynamic_.store(limit, std::memory_order_release);
   return absl::OkStatus();
 }
 

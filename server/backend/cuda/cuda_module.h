@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "proto/gpustream/v1/module_manifest.pb.h"
+#include "server/backend/cuda/cuda_driver.h"
 #include "server/backend/module.h"
 
 namespace gpustream::backend {
@@ -26,11 +27,20 @@ class CudaKernel : public Kernel {
   CUfunction function() const {
     return function_.load(std::memory_order_acquire);
   }
+  // Before a launch with `bytes` of dynamic shared memory (at most
+  // signature().limits.max_dynamic_shared_memory_bytes, which validation
+  // checks): a kernel gets 48 KiB unless it opts in to more
+  // (cuFuncSetAttribute MAX_DYNAMIC_SHARED_SIZE_BYTES), once per function,
+  // to its whole limit. The context must be current. Thread-safe.
+  absl::Status AllowDynamicShared(const CudaDriver& driver,
+                                  uint32_t bytes) const;
 
  private:
   friend class CudaModule;
   KernelSignature signature_;
   std::atomic<CUfunction> function_{nullptr};
+  // Dynamic shared memory `function_` may use now; reset with it.
+  mutable std::atomic<uint32_t> allowed_dynamic_{0};
 };
 
 // Only the kernels the manifest declares are served, each checked against

@@ -69,6 +69,11 @@ absl::Status CudaQueue::Launch(const Kernel& kernel, const LaunchConfig& config,
       }));
   CudaQueueCore::Op op;
   op.issue = [&cuda_kernel, config, block](CudaQueueCore& q) {
+    if (absl::Status s = cuda_kernel.AllowDynamicShared(
+            q.device().driver(), config.shared_memory_bytes);
+        !s.ok()) {
+      return s;
+    }
     return q.device().Check(
         q.device().driver().cuLaunchKernel(
             cuda_kernel.function(), config.grid.x, config.grid.y, config.grid.z,
