@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tests/fake_cuda/fake_api.h"
+#include "tests/fake_cuda/fake_callbacks.h"
 #include "tests/fake_cuda/fake_progress.h"
 #include "tests/fake_cuda/fake_registry.h"
 #include "tests/fake_cuda/fake_stream.h"
@@ -108,6 +109,17 @@ CUresult Context::AddStream(std::shared_ptr<Stream> stream) {
   return CUDA_SUCCESS;
 }
 
+Context::Context(int device, uintptr_t handle)
+    : device_(device), handle_(handle) {}
+
+Context::~Context() = default;
+
+CallbackThread& Context::callbacks() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (callbacks_ == nullptr) callbacks_ = std::make_unique<CallbackThread>();
+  return *callbacks_;
+}
+
 std::shared_ptr<Connection> Context::NextConnection() {
   const int count = GetConfig()->connections;
   if (count == 0) return std::make_shared<Connection>();
@@ -152,6 +164,12 @@ void Context::Destroy() {
   }
   for (const std::shared_ptr<Stream>& stream : streams) stream->Stop();
   for (const std::shared_ptr<Stream>& stream : streams) stream->Join();
+  std::unique_ptr<CallbackThread> callbacks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    callbacks = std::move(callbacks_);
+  }
+  if (callbacks != nullptr) callbacks->Stop();
   ReleaseStreams(this);
   ReleaseEvents(this);
   ReleaseModules(this);

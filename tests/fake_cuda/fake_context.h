@@ -13,6 +13,7 @@
 
 namespace fakecuda {
 
+class CallbackThread;
 class Connection;
 class Stream;
 
@@ -76,7 +77,8 @@ bool InHostFunction();
 // nothing and every entry point rejects it. Thread-safe.
 class Context {
  public:
-  Context(int device, uintptr_t handle) : device_(device), handle_(handle) {}
+  Context(int device, uintptr_t handle);
+  ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
@@ -102,6 +104,9 @@ class Context {
   std::vector<std::shared_ptr<Stream>> Streams() const;
   // Joins and forgets destroyed streams whose worker has exited.
   void ReapStreams();
+  // The context's callback thread (started on first use; stopped by
+  // Destroy after the streams, whose host functions it runs).
+  CallbackThread& callbacks();
   // The connection for a new stream: the context's Config::connections
   // hardware queues in turn, as the driver assigns them, or a new one for
   // each stream when they are off.
@@ -121,6 +126,7 @@ class Context {
   mutable std::mutex mu_;
   std::vector<std::shared_ptr<Stream>> streams_;          // guarded by mu_
   std::vector<std::shared_ptr<Connection>> connections_;  // guarded by mu_
+  std::unique_ptr<CallbackThread> callbacks_;             // guarded by mu_
   size_t next_connection_ = 0;                            // guarded by mu_
 };
 

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "tests/fake_cuda/fake_api.h"
+#include "tests/fake_cuda/fake_callbacks.h"
 #include "tests/fake_cuda/fake_memory.h"
 #include "tests/fake_cuda/fake_progress.h"
 #include "tests/fake_cuda/fake_registry.h"
@@ -53,57 +54,6 @@ CUresult FindStreamForMemOp(CUstream handle, CUdeviceptr addr,
   }
   return CUDA_SUCCESS;
 }
-
-// The driver thread that runs the host functions of every stream, one at a
-// time, as the driver may: a host function that blocks holds up every
-// other stream's. Never destroyed (callbacks may run while the process
-// exits).
-class CallbackThread {
- public:
-  // Runs fn(data) on the callback thread and returns once it has returned.
-  static void Call(CUhostFn fn, void* data) {
-    static CallbackThread* thread = new CallbackThread;
-    thread->Run(fn, data);
-  }
-
- private:
-  struct Task {
-    CUhostFn fn;
-    void* data;
-    bool done = false;
-  };
-
-  CallbackThread() {
-    std::thread([this] { Loop(); }).detach();
-  }
-
-  void Run(CUhostFn fn, void* data) {
-    Task task{fn, data};
-    std::unique_lock<std::mutex> lock(mu_);
-    tasks_.push_back(&task);
-    cv_.notify_all();
-    cv_.wait(lock, [&] { return task.done; });
-  }
-
-  void Loop() {
-    SetInHostFunction(true);  // every driver call from here is misuse
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-      cv_.wait(lock, [&] { return !tasks_.empty(); });
-      Task* task = tasks_.front();
-      tasks_.pop_front();
-      lock.unlock();
-      task->fn(task->data);
-      lock.lock();
-      task->done = true;
-      cv_.notify_all();
-    }
-  }
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Task*> tasks_;  // guarded by mu_
-};
 
 }  // namespace
 
@@ -397,7 +347,7 @@ CUresult Fake_cuStreamWriteValue64(CUstream handle, CUdeviceptr addr,
   });
 }
 
-// fn(userData) runs on the driver's one callback thread when the stream
+// fn(userData) runs on the context's one callback thread when the stream
 // reaches it, unless the context has faulted by then; the stream goes on
 // once it returns. A CUDA call from fn aborts the process (Misuse).
 CUresult Fake_cuLaunchHostFunc(CUstream handle, CUhostFn fn, void* userData) {
@@ -407,8 +357,8 @@ CUresult Fake_cuLaunchHostFunc(CUstream handle, CUhostFn fn, void* userData) {
     return r;
   }
   if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return EnqueueOp(*stream, [fn, userData](Stream&) {
-    CallbackThread::Call(fn, userData);
+  return EnqueueOp(*stream, [fn, userData](Stream& s) {
+    s.ctx().callbacks().Call(fn, userData);
     return CUDA_SUCCESS;
   });
 }
