@@ -6,10 +6,13 @@ that must run here ran no case at all.
 
 Bazel reports a skipped case as a pass, so without this a suite whose CUDA
 half silently skipped (a device that failed to open, a missing fake driver)
-would look as green as one that ran. Reads the GoogleTest logs under
-bazel-testlogs (argument 1, default ./bazel-testlogs).
+would look as green as one that ran. Reads the GoogleTest logs (every
+case) and the Python ones (pytest's and unittest's skip counts: none is
+allowed) under bazel-testlogs; with --targets, only the logs of the test
+targets that file lists (`bazel query 'tests(//...)'`), so that the logs
+of a deleted target prove nothing.
 
-    tools/check_skips.py [TESTLOGS]
+    tools/check_skips.py [--targets FILE] [TESTLOGS]
 """
 import ctypes
 import os
@@ -20,11 +23,20 @@ from collections import Counter
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULT = re.compile(r"^\[\s+(OK|SKIPPED|FAILED)\s+\] (\S+).* \(\d+ ms\)$")
 SKIP_MARK = re.compile(r"^\S+:\d+: Skipped$")
+PYTEST_SUMMARY = re.compile(r"^=+ (.*) in [\d.]+s")
+UNITTEST_SKIPPED = re.compile(r"^OK \(.*skipped=(\d+)")
+
+
+def cuda_base():
+    return os.environ.get("GPUSTREAM_CUDA_PATH", "/usr/local/cuda")
 
 
 def cuda_toolkit():
-    base = os.environ.get("GPUSTREAM_CUDA_PATH", "/usr/local/cuda")
-    return os.path.exists(os.path.join(base, "include", "cuda.h"))
+    return os.path.exists(os.path.join(cuda_base(), "include", "cuda.h"))
+
+
+def nvcc():
+    return os.access(os.path.join(cuda_base(), "bin", "nvcc"), os.X_OK)
 
 
 def cuda_driver():
@@ -40,6 +52,8 @@ def conditions():
     held = {"always"}
     if not cuda_toolkit():
         held.add("no-cuda-toolkit")
+    if not nvcc():
+        held.add("no-nvcc")
     if not cuda_driver():
         held.add("no-cuda-driver")
     return held
@@ -68,17 +82,27 @@ def backend_of(case):
     return "(none)"
 
 
-def scan(testlogs):
-    """(case, status, reason) of every case in every test.log."""
+def scan(testlogs, targets=None):
+    """(target, case, status, reason) of every case in every test.log of
+    `targets` (paths like tests/e2e_test; all when None)."""
     cases = []
     for folder, _, files in os.walk(testlogs):
         if "test.log" not in files:
             continue
         target = os.path.relpath(folder, testlogs)
+        if targets is not None and target not in targets:
+            continue
         reason = []
         with open(os.path.join(folder, "test.log"), errors="replace") as f:
             lines = f.read().splitlines()
         for line in lines:
+            python = PYTEST_SUMMARY.match(line)
+            skipped = re.search(r"(\d+) skipped", python.group(1)) if python \
+                else UNITTEST_SKIPPED.match(line)
+            if skipped:
+                cases.append((target, f"{skipped.group(1)} Python test(s)",
+                              "SKIPPED", "see the log"))
+                continue
             if SKIP_MARK.match(line):
                 reason = []
                 continue
@@ -93,8 +117,20 @@ def scan(testlogs):
     return cases
 
 
+def read_targets(path):
+    """Test labels (//pkg:name) as testlogs paths (pkg/name)."""
+    with open(path) as f:
+        return {line.strip().lstrip("/").replace(":", "/")
+                for line in f if line.strip().startswith("//")}
+
+
 def main():
-    testlogs = sys.argv[1] if len(sys.argv) > 1 else "bazel-testlogs"
+    args = sys.argv[1:]
+    targets = None
+    if args[:1] == ["--targets"]:
+        targets = read_targets(args[1])
+        args = args[2:]
+    testlogs = args[0] if args else "bazel-testlogs"
     if not os.path.isdir(testlogs):
         print(f"check_skips: no {testlogs}", file=sys.stderr)
         return 2
@@ -102,7 +138,7 @@ def main():
     rules = allowed_rules()
     ran, skipped = Counter(), Counter()
     bad = []
-    for target, case, status, reason in scan(testlogs):
+    for target, case, status, reason in scan(testlogs, targets):
         backend = backend_of(case)
         if status != "SKIPPED":
             ran[backend] += 1
@@ -123,7 +159,7 @@ def main():
         for b in bad:
             print("  " + b, file=sys.stderr)
     must_run = ["cpu"] + (["cuda_fake"] if cuda_toolkit() else []) + (
-        ["cuda"] if cuda_driver() else [])
+        ["cuda"] if cuda_toolkit() and cuda_driver() else [])
     for backend in must_run:
         if ran[backend] == 0:
             failed = True

@@ -102,8 +102,9 @@ absl::Status CudaModule::Reload() {
     int allowed = 0;
     driver.cuFuncGetAttribute(
         &allowed, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, fn);
-    kernel->allowed_dynamic_.store(static_cast<uint32_t>(allowed));
     kernel->function_.store(fn, std::memory_order_release);
+    kernel->allowed_dynamic_.store(static_cast<uint32_t>(allowed),
+                                   std::memory_order_release);
   }
   return absl::OkStatus();
 }

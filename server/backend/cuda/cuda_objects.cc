@@ -132,12 +132,24 @@ void CudaFlag::Store(uint64_t value) {
   Sweep();  // Device writes that landed came before this store.
   // Release: data the host wrote before signalling is visible to work the
   // signal releases.
-  std::atomic_ref<uint64_t>(*slot_.host)
-      .store(value, std::memory_order_release);
+  const uint64_t replaced = std::atomic_ref<uint64_t>(*slot_.host)
+                                .exchange(value, std::memory_order_acq_rel);
+  std::vector<uint64_t> landed;
   {
     absl::MutexLock lock(&mu_);
+    // The value replaced was a device write's if one in flight wrote it:
+    // it has landed, though its event may not have completed yet.
+    for (auto it = in_flight_.begin(); it != in_flight_.end(); ++it) {
+      if (it->value == replaced) {
+        Remember(replaced);
+        landed.push_back(replaced);
+        in_flight_.erase(it);
+        break;
+      }
+    }
     Remember(value);
   }
+  for (uint64_t v : landed) waiters_.Notify(v);
   waiters_.Notify(value);
   device_->dispatcher().Wake();  // Waits the daemon holds may go.
 }
@@ -154,9 +166,29 @@ void CudaFlag::Release(const absl::Status& reason) {
 }
 
 void CudaFlag::Remember(uint64_t value) {
-  ++writes_;
-  recent_.push_back(value);
-  if (recent_.size() > kRecentWrites) recent_.pop_front();
+  for (const std::shared_ptr<Watch>& w : watches_) {
+    if (Satisfies(value, w->value, w->condition)) {
+      w->seen.store(true, std::memory_order_release);
+    }
+  }
+}
+
+std::shared_ptr<CudaFlag::Watch> CudaFlag::WatchFor(uint64_t value,
+                                                    WaitCondition condition) {
+  Sweep();  // A write that landed before the wait is not "from now on".
+  auto watch = std::make_shared<Watch>();
+  watch->value = value;
+  watch->condition = condition;
+  absl::MutexLock lock(&mu_);
+  watches_.push_back(watch);
+  return watch;
+}
+
+void CudaFlag::Unwatch(const Watch* watch) {
+  absl::MutexLock lock(&mu_);
+  std::erase_if(watches_, [watch](const std::shared_ptr<Watch>& w) {
+    return w.get() == watch;
+  });
 }
 
 void CudaFlag::WriteIssued(uint64_t value,
@@ -212,28 +244,12 @@ std::shared_ptr<CudaEventPoint> CudaFlag::InFlightSatisfying(
   // Without Sweep(): this runs under queue locks, where host waiters must
   // not be called. A write that landed is skipped, not moved.
   absl::MutexLock lock(&mu_);
-  for (auto it = in_flight_.rbegin(); it != in_flight_.rend(); ++it) {
-    if (Satisfies(it->value, value, condition) && !Landed(*it->point)) {
-      return it->point;
+  for (const InFlight& w : in_flight_) {
+    if (Satisfies(w.value, value, condition) && !Landed(*w.point)) {
+      return w.point;
     }
   }
   return nullptr;
-}
-
-uint64_t CudaFlag::WriteCount() {
-  Sweep();  // A write that landed before the wait is not "since".
-  absl::MutexLock lock(&mu_);
-  return writes_;
-}
-
-bool CudaFlag::WrittenSince(uint64_t since, uint64_t value,
-                            WaitCondition condition) {
-  absl::MutexLock lock(&mu_);
-  const uint64_t newer = std::min<uint64_t>(writes_ - since, recent_.size());
-  for (uint64_t i = recent_.size() - newer; i < recent_.size(); ++i) {
-    if (Satisfies(recent_[i], value, condition)) return true;
-  }
-  return false;
 }
 
 }  // namespace gpustream::backend

@@ -108,9 +108,15 @@ bool PointComplete(CudaDevice& device, CudaEventPoint& point);
 // has run, whatever is written later. Thread-safe.
 class CudaFlag : public Flag, public std::enable_shared_from_this<CudaFlag> {
  public:
-  // Values stored (by the host or, as far as the daemon knows, by streams)
-  // that held waits can still see after the flag moved on.
-  static constexpr size_t kRecentWrites = 64;
+  // A held queue wait's view of the flag: set once a value stored after the
+  // wait was enqueued (by the host, or by a stream as far as the daemon
+  // knows) satisfied it, whatever the flag holds by the time the queue
+  // looks.
+  struct Watch {
+    uint64_t value;
+    WaitCondition condition;
+    std::atomic<bool> seen{false};
+  };
 
   CudaFlag(CudaDevice* device, CudaSlotAllocator::Slot slot);
   ~CudaFlag() override;
@@ -133,26 +139,25 @@ class CudaFlag : public Flag, public std::enable_shared_from_this<CudaFlag> {
   // status: a cancelled queue's issued work still runs. Host waiters see
   // every value that landed (even if overwritten).
   void WriteDone(const CudaEventPoint* point);
-  // The point after the latest write in flight (not yet landed) that
-  // satisfies the wait, or null.
+  // The point after the oldest write in flight (not yet landed) that
+  // satisfies the wait (it lands first, as far as anyone knows), or null.
   std::shared_ptr<CudaEventPoint> InFlightSatisfying(uint64_t value,
                                                      WaitCondition condition);
-  // Stores (host and stream) so far, writes that have landed included;
-  // with WrittenSince, whether a value stored after a wait was enqueued
-  // satisfied it, though the flag holds another now (at most kRecentWrites
-  // back).
-  uint64_t WriteCount();
-  bool WrittenSince(uint64_t since, uint64_t value, WaitCondition condition);
+  // Watches the flag for a held queue wait from now on (writes that have
+  // landed already are not "from now on"); Unwatch when the wait is done.
+  std::shared_ptr<Watch> WatchFor(uint64_t value, WaitCondition condition);
+  void Unwatch(const Watch* watch);
 
  private:
+  // A value was stored: the watches it satisfies have seen it.
   void Remember(uint64_t value) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether the write before `point` has run on the device (its event
   // completed in the current context). Never blocks.
   bool Landed(const CudaEventPoint& point);
-  // Moves writes that have landed from in_flight_ into the history, in
-  // issue order, and tells host waiters (outside mu_): a write the device
-  // has done is no longer one a wait may count on, and the history must
-  // have it before any later store.
+  // Retires writes that have landed from in_flight_, in issue order
+  // (Remember), and tells host waiters (outside mu_): a write the device
+  // has done is no longer one a wait may count on, and the watches must
+  // see it before any later store.
   void Sweep();
 
   struct InFlight {
@@ -165,8 +170,8 @@ class CudaFlag : public Flag, public std::enable_shared_from_this<CudaFlag> {
   FlagWaiters waiters_;
   absl::Mutex mu_;
   std::deque<InFlight> in_flight_ ABSL_GUARDED_BY(mu_);  // Oldest first.
-  uint64_t writes_ ABSL_GUARDED_BY(mu_) = 0;
-  std::deque<uint64_t> recent_ ABSL_GUARDED_BY(mu_);  // The last writes.
+  // The held queue waits on this flag (bounded by the queues' held work).
+  std::vector<std::shared_ptr<Watch>> watches_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gpustream::backend

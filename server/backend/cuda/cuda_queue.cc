@@ -234,20 +234,21 @@ absl::Status CudaQueue::WaitQueue(Queue& other) {
 // there until somebody writes the value, perhaps never). The daemon holds
 // the queue's later work until the flag satisfies the wait (a host signal
 // wakes the dispatcher at once) or a value stored since the wait was
-// enqueued did, or until a write that satisfies it has been handed to a
-// stream: then the stream waits on the event recorded right after that
-// write, which completes once work issued before it has run. Nothing parks
+// enqueued did (CudaFlag::Watch), or until a write that satisfies it has
+// been handed to a stream: then the stream waits on the event recorded
+// right after the oldest such write, which completes once work issued
+// before it has run. Nothing parks
 // on the device for longer than work already issued takes.
 absl::Status CudaQueue::WaitFlag(std::shared_ptr<Flag> flag_base,
                                  uint64_t value, WaitCondition condition) {
   auto flag = std::static_pointer_cast<CudaFlag>(std::move(flag_base));
-  const uint64_t since = flag->WriteCount();
-  auto seen = [flag, value, condition, since] {
+  std::shared_ptr<CudaFlag::Watch> watch = flag->WatchFor(value, condition);
+  auto seen = [flag, value, condition, watch] {
     return flag->released() || Satisfies(flag->Load(), value, condition) ||
-           flag->WrittenSince(since, value, condition);
+           watch->seen.load(std::memory_order_acquire);
   };
   CudaQueueCore::Op op;
-  op.done = [flag](absl::Status) {};
+  op.done = [flag, watch](absl::Status) { flag->Unwatch(watch.get()); };
   op.ready = [flag, value, condition, seen] {
     return seen() || flag->InFlightSatisfying(value, condition) != nullptr;
   };
@@ -255,8 +256,9 @@ absl::Status CudaQueue::WaitFlag(std::shared_ptr<Flag> flag_base,
     if (seen()) return absl::OkStatus();
     std::shared_ptr<CudaEventPoint> point =
         flag->InFlightSatisfying(value, condition);
-    // Gone from the writes in flight since ready(): it landed, and seen()
-    // missed it only if more than kRecentWrites followed; it was satisfied.
+    // Gone from the writes in flight since ready(): it landed, and the
+    // watch saw it (or is about to, in the Sweep that retires it): the wait
+    // was satisfied.
     if (point == nullptr) return absl::OkStatus();
     return q.device().Check(
         q.device().driver().cuStreamWaitEvent(q.stream(), point->event, 0),
