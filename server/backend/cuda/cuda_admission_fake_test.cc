@@ -30,6 +30,7 @@
 #include "server/backend/cuda/cuda_admission.h"
 #include "server/backend/cuda/cuda_device.h"
 #include "server/backend/cuda/cuda_driver.h"
+#include "server/backend/cuda/cuda_fake_testing.h"
 #include "server/backend/cuda/cuda_queue.h"
 #include "server/backend/work_account.h"
 
@@ -79,17 +80,11 @@ CUresult WaitEvent(CUstream stream, CUevent event, unsigned int flags) {
   return real->cuStreamWaitEvent(stream, event, flags);
 }
 
-std::string FakeDriverPath() {
-  const char* root = std::getenv("TEST_SRCDIR");
-  return std::string(root != nullptr ? root : ".") +
-         "/gpustream/tests/fake_cuda/libfakecuda.so";
-}
-
 class CudaAdmissionFakeTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (real == nullptr) {
-      auto loaded = CudaDriver::Load(FakeDriverPath());
+      auto loaded = CudaDriver::Load(FakeCudaDriverPath());
       ASSERT_TRUE(loaded.ok()) << loaded.status();
       real = loaded->release();
       ASSERT_EQ(real->cuInit(0), CUDA_SUCCESS);
@@ -354,9 +349,12 @@ TEST_F(CudaAdmissionFakeTest, BackloggedTenantsGetTheirWeightedShares) {
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   for (int i = 0; i < 20000 && absl::Now() < deadline; ++i) {
     absl::SleepFor(absl::Milliseconds(1));
-    const int64_t ca = a->commands_completed.load(),
-                  cb = b->commands_completed.load();
-    const int64_t ia = Issued(qa) - ca, ib = Issued(qb) - cb;
+    // Issued first, completed after: work issued between the two reads
+    // would otherwise count as in flight without its completion (an
+    // overestimate that a loaded machine makes large).
+    const int64_t issued_a = Issued(qa), issued_b = Issued(qb);
+    const int64_t ia = issued_a - a->commands_completed.load(),
+                  ib = issued_b - b->commands_completed.load();
     const int64_t held_a = a->inflight_commands.load() - ia,
                   held_b = b->inflight_commands.load() - ib;
     if (held_a <= 0 || held_b <= 0) {

@@ -1,7 +1,6 @@
 // CUDA flag waits held in the daemon, on the fake driver: a held wait sees
 // every value stored after it was enqueued, however many follow.
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -11,26 +10,16 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "server/backend/cuda/cuda_device.h"
-#include "server/backend/cuda/cuda_driver.h"
+#include "server/backend/cuda/cuda_fake_testing.h"
 
 namespace gpustream::backend {
 namespace {
-
-std::string FakeDriverPath() {
-  const char* root = std::getenv("TEST_SRCDIR");
-  return std::string(root != nullptr ? root : ".") +
-         "/gpustream/tests/fake_cuda/libfakecuda.so";
-}
 
 // A queue busy for a while reaches its EQUAL wait for 3 only after the host
 // stored 1, 2, ..., 200: the flag holds 200 then, but 3 was stored after
 // the wait was enqueued, so the work behind it runs.
 TEST(CudaFlagFakeTest, HeldWaitSeesAValueStoredLongBeforeItIsReached) {
-  auto loaded = CudaDriver::Load(FakeDriverPath());
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  std::shared_ptr<const CudaDriver> driver = *std::move(loaded);
-  ASSERT_EQ(driver->cuInit(0), CUDA_SUCCESS);
-  auto created = CudaDevice::Create(driver, 0);
+  auto created = OpenFakeCudaDevice();
   ASSERT_TRUE(created.ok()) << created.status();
   std::unique_ptr<CudaDevice> device = *std::move(created);
   std::vector<std::unique_ptr<Module>> modules = device->BuiltinModules();

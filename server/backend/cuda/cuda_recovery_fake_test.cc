@@ -3,7 +3,6 @@
 // otherwise. Recover must prove the device and say that it is still
 // failed, never report a dead GPU as recovered.
 #include <cstdint>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,23 +12,13 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "server/backend/cuda/cuda_device.h"
-#include "server/backend/cuda/cuda_driver.h"
+#include "server/backend/cuda/cuda_fake_testing.h"
 
 namespace gpustream::backend {
 namespace {
 
-std::string FakeDriverPath() {
-  const char* root = std::getenv("TEST_SRCDIR");
-  return std::string(root != nullptr ? root : ".") +
-         "/gpustream/tests/fake_cuda/libfakecuda.so";
-}
-
 TEST(CudaRecoveryFakeTest, RecoverRefusesADeviceTheResetDidNotClear) {
-  auto loaded = CudaDriver::Load(FakeDriverPath());
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  std::shared_ptr<const CudaDriver> driver = *std::move(loaded);
-  ASSERT_EQ(driver->cuInit(0), CUDA_SUCCESS);
-  auto created = CudaDevice::Create(driver, 0);
+  auto created = OpenFakeCudaDevice();
   ASSERT_TRUE(created.ok()) << created.status();
   std::unique_ptr<CudaDevice> device = *std::move(created);
   absl::Notification fatal;
