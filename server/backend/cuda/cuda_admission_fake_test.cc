@@ -6,9 +6,10 @@
 // Timing the fake gives (with CUDA_DEVICE_MAX_CONNECTIONS=32, more hardware
 // queues than the tests have streams): each stream runs its work in order
 // on its own thread, streams run in parallel, spin_ns sleeps for its duration,
-// and a marker's host function runs as soon as the work before it is done. So
-// operations in flight per tenant can be measured as "issued to the driver
-// minus completed" (commands_completed moves when markers come back).
+// and a marker's progress write lands as soon as the work before it is done
+// (the dispatcher sees it within a polling period). So operations in flight
+// per tenant can be measured as "issued to the driver minus completed"
+// (commands_completed moves when markers are seen).
 #include <cuda.h>
 
 #include <algorithm>

@@ -2,6 +2,7 @@
 #include "server/backend/cuda/cuda_device.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -17,8 +18,8 @@
 namespace gpustream::backend {
 namespace {
 
-// Dispatcher tick while something needs polling (unmarked work, held work,
-// event waiters, releases, stream errors).
+// Dispatcher tick while host event waiters or admission waiters need
+// polling (queues say what they need: CudaQueueCore::Tick).
 constexpr absl::Duration kTickPeriod = absl::Microseconds(250);
 
 // The context current on this thread, and the epoch it was made current in.
@@ -27,25 +28,6 @@ thread_local CUcontext current_context = nullptr;
 thread_local uint64_t current_epoch = 0;
 
 }  // namespace
-
-struct CudaDevice::Marker {
-  CudaDevice* device;
-  std::weak_ptr<CudaQueueCore> core;
-  uint64_t count;
-};
-
-struct CudaDevice::MarkerTable {
-  absl::Mutex mu;
-  uint64_t next ABSL_GUARDED_BY(mu) = 1;
-  absl::flat_hash_map<uint64_t, Marker> live ABSL_GUARDED_BY(mu);
-  // Callbacks between taking their marker and the end of their post.
-  int posting ABSL_GUARDED_BY(mu) = 0;
-};
-
-CudaDevice::MarkerTable& CudaDevice::Markers() {
-  static auto* table = new MarkerTable;
-  return *table;
-}
 
 absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(
     std::shared_ptr<const CudaDriver> driver, int ordinal) {
@@ -70,7 +52,7 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(
   CudaDevice* raw = device.get();
   device->dispatcher_ = std::make_unique<CudaDispatcher>(
       [raw] { raw->MakeCurrent().IgnoreError(); },
-      [raw] { return raw->Tick(); }, kTickPeriod);
+      [raw] { return raw->Tick(); });
   return device;
 }
 
@@ -114,7 +96,6 @@ CudaDevice::~CudaDevice() {
     staging_.FreeAll();
     slots_.FreeAll();
   }
-  ForgetMarkers();
   driver_->cuDevicePrimaryCtxRelease(device_);
 }
 
@@ -272,7 +253,6 @@ absl::Status CudaDevice::Recover() {
   // From here no release, allocation or elapsed-time query uses a handle of
   // the context being reset.
   absl::WriterMutexLock reset_lock(&reset_mu_);
-  ForgetMarkers();  // Their callbacks never run now.
   epoch_.fetch_add(1, std::memory_order_acq_rel);
   // After the epoch moved: a pooled event or staging block of the old
   // context put back from now on is dropped (the pools check the epoch
@@ -358,63 +338,9 @@ void CudaDevice::WatchEvent(std::shared_ptr<CudaEventPoint> point,
   done();
 }
 
-void* CudaDevice::NewMarker(std::weak_ptr<CudaQueueCore> core, uint64_t count) {
-  MarkerTable& table = Markers();
-  absl::MutexLock lock(&table.mu);
-  const uint64_t id = table.next++;
-  table.live.emplace(id, Marker{this, std::move(core), count});
-  return reinterpret_cast<void*>(static_cast<uintptr_t>(id));
-}
-
-void CudaDevice::DropMarker(void* marker) {
-  MarkerTable& table = Markers();
-  absl::MutexLock lock(&table.mu);
-  table.live.erase(reinterpret_cast<uintptr_t>(marker));
-}
-
-void CudaDevice::ForgetMarkers() {
-  MarkerTable& table = Markers();
-  absl::MutexLock lock(&table.mu);
-  absl::erase_if(table.live, [this](const auto& entry) {
-    return entry.second.device == this;
-  });
-  auto idle = [&table]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(table.mu) {
-    return table.posting == 0;
-  };
-  table.mu.Await(absl::Condition(&idle));
-}
-
-void CUDA_CB CudaDevice::OnMarker(void* marker) {
-  // A driver thread, inside the stream: no CUDA calls here, only a post.
-  // The batch's completion time, stamped here where the stream reached it
-  // (the post may wait behind other work).
-  const int64_t end_ns = MonotonicNanos();
-  MarkerTable& table = Markers();
-  Marker m;
-  {
-    absl::MutexLock lock(&table.mu);
-    auto it = table.live.find(reinterpret_cast<uintptr_t>(marker));
-    if (it == table.live.end()) return;  // Forgotten: device failed or gone.
-    m = std::move(it->second);
-    table.live.erase(it);
-    ++table.posting;  // The device outlives this post (ForgetMarkers).
-  }
-  // Not under the table's lock. Once the dispatcher has stopped (the device
-  // is going), the completion is dropped rather than run here: it may issue
-  // held work, and no driver call may run on a driver callback thread. The
-  // device's destructor fails every queue's outstanding work instead.
-  absl::AnyInvocable<void()> completed = [core = std::move(m.core),
-                                          count = m.count, end_ns] {
-    if (auto q = core.lock()) q->Completed(count, end_ns);
-  };
-  m.device->dispatcher_->TryPost(completed);
-  absl::MutexLock lock(&table.mu);
-  --table.posting;
-}
-
-bool CudaDevice::Tick() {
-  if (failed()) return false;
-  if (!MakeCurrent().ok()) return false;
+absl::Duration CudaDevice::Tick() {
+  if (failed()) return absl::InfiniteDuration();
+  if (!MakeCurrent().ok()) return absl::InfiniteDuration();
   // Completions just run (posts come before the tick) made room.
   admission_.Pump();
   std::vector<std::shared_ptr<CudaQueueCore>> queues;
@@ -432,8 +358,12 @@ bool CudaDevice::Tick() {
     watches.swap(event_watches_);
   }
   std::vector<std::shared_ptr<CudaQueueCore>> still;
+  absl::Duration next = absl::InfiniteDuration();
   for (auto& core : queues) {
-    if (core->Tick()) still.push_back(core);
+    const absl::Duration wanted = core->Tick();
+    if (wanted == absl::InfiniteDuration()) continue;
+    next = std::min(next, wanted);
+    still.push_back(core);
   }
   std::vector<EventWatch> still_watching;
   for (auto& w : watches) {
@@ -450,15 +380,18 @@ bool CudaDevice::Tick() {
     if (!failed()) {
       for (auto& core : still) tracked_.push_back(core);
       for (auto& w : still_watching) event_watches_.push_back(std::move(w));
-      return !tracked_.empty() || !event_watches_.empty() ||
-             admission_.HasWaiting();
+      // Queues tracked meanwhile woke the dispatcher: it ticks again now.
+      if (!event_watches_.empty() || admission_.HasWaiting()) {
+        next = std::min(next, kTickPeriod);
+      }
+      return next;
     }
   }
   // The device failed while these were out of the lists Fail() empties.
   const absl::Status status = failure();
   for (auto& core : queues) core->Fail(status);
   for (auto& w : still_watching) w.done();
-  return false;
+  return absl::InfiniteDuration();
 }
 
 absl::StatusOr<std::shared_ptr<Queue>> CudaDevice::CreateQueue(
@@ -471,18 +404,31 @@ absl::StatusOr<std::shared_ptr<Queue>> CudaDevice::CreateQueue(
   const int32_t priority = std::clamp(
       options.priority, std::min(info_.priority_greatest, info_.priority_least),
       std::max(info_.priority_greatest, info_.priority_least));
+  // The queue's progress word, where the device can write it from a stream
+  // (else its markers are event records).
+  CudaSlotAllocator::Slot progress;
+  progress.epoch = epoch();
+  if (info_.supports_wait_value) {
+    absl::StatusOr<CudaSlotAllocator::Slot> slot = slots_.Get();
+    if (!slot.ok()) return slot.status();
+    progress = *slot;
+    std::atomic_ref<uint64_t>(*progress.host)
+        .store(0, std::memory_order_release);
+  }
   CUstream stream = nullptr;
   if (absl::Status s = Check(driver_->cuStreamCreateWithPriority(
                                  &stream, CU_STREAM_NON_BLOCKING, priority),
                              "cuStreamCreateWithPriority");
       !s.ok()) {
+    if (progress.host != nullptr) slots_.Put(progress);
     return s;
   }
   std::shared_ptr<WorkAccount> account =
       options.account != nullptr ? std::move(options.account)
                                  : std::make_shared<WorkAccount>("");
-  auto core = std::make_shared<CudaQueueCore>(
-      this, stream, epoch(), std::move(account), std::move(options.on_error));
+  auto core = std::make_shared<CudaQueueCore>(this, stream, progress.epoch,
+                                              progress, std::move(account),
+                                              std::move(options.on_error));
   core->JoinAdmission(options.session_key);
   return std::shared_ptr<Queue>(new CudaQueue(std::move(core)),
                                 [this](Queue* q) {

@@ -120,17 +120,6 @@ class CudaDevice : public Device {
   void WatchEvent(std::shared_ptr<CudaEventPoint> point,
                   absl::AnyInvocable<void()> done);
 
-  // Markers: the userData of a marker's cuLaunchHostFunc is a number, not
-  // a pointer. CUDA runs a destroyed stream's pending host functions later,
-  // possibly after this device is gone: such a callback must find nothing,
-  // not freed memory. The callback (OnMarker) only posts the completion to
-  // the dispatcher. Markers whose callback never runs (a failed context, a
-  // device destroyed with work pending) are forgotten by Recover and the
-  // destructor. Thread-safe.
-  void* NewMarker(std::weak_ptr<CudaQueueCore> core, uint64_t count);
-  void DropMarker(void* marker);
-  static void CUDA_CB OnMarker(void* marker);
-
  private:
   CudaDevice(std::shared_ptr<const CudaDriver> driver, int ordinal,
              CUdevice device)
@@ -148,9 +137,10 @@ class CudaDevice : public Device {
         slots_(this) {}
   absl::Status ReadInfo();
   void Fail(absl::Status status);
-  // One dispatcher tick: stream errors, held work, event waiters.
-  // True while anything needs polling.
-  bool Tick();
+  // One dispatcher tick: completions, stream errors, held work, event
+  // waiters. Returns how long until the next tick is due
+  // (absl::InfiniteDuration(): nothing to poll).
+  absl::Duration Tick();
 
   const std::shared_ptr<const CudaDriver> driver_;
   const int ordinal_;
@@ -191,14 +181,6 @@ class CudaDevice : public Device {
     absl::AnyInvocable<void()> done;
   };
   std::vector<EventWatch> event_watches_ ABSL_GUARDED_BY(mu_);
-  struct Marker;
-  // Every device's markers in flight, by number: process-wide and never
-  // destroyed, so a late callback can always look.
-  struct MarkerTable;
-  static MarkerTable& Markers();
-  // Forgets this device's markers, and waits for callbacks that found one
-  // of them to finish posting.
-  void ForgetMarkers();
 
   // Before the queues' state goes (their members leave it) and after the
   // dispatcher, which pumps it.

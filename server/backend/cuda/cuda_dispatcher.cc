@@ -1,16 +1,15 @@
 // The dispatcher loop.
 #include "server/backend/cuda/cuda_dispatcher.h"
 
+#include <sys/prctl.h>
+
 #include <utility>
 
 namespace gpustream::backend {
 
 CudaDispatcher::CudaDispatcher(absl::AnyInvocable<void()> on_start,
-                               absl::AnyInvocable<bool()> tick,
-                               absl::Duration tick_period)
-    : on_start_(std::move(on_start)),
-      tick_(std::move(tick)),
-      tick_period_(tick_period) {
+                               absl::AnyInvocable<absl::Duration()> tick)
+    : on_start_(std::move(on_start)), tick_(std::move(tick)) {
   thread_ = std::thread(&CudaDispatcher::Loop, this);
 }
 
@@ -42,8 +41,11 @@ void CudaDispatcher::Wake() {
 }
 
 void CudaDispatcher::Loop() {
+  // Completions are noticed by polling at periods down to microseconds; the
+  // default timer slack (50 us) would stretch every one of them.
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   if (on_start_) on_start_();
-  bool polling = false;
+  absl::Duration next = absl::InfiniteDuration();
   std::deque<absl::AnyInvocable<void()>> batch;
   while (true) {
     {
@@ -51,10 +53,10 @@ void CudaDispatcher::Loop() {
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return !work_.empty() || woken_ || stopping_;
       };
-      if (polling) {
-        mu_.AwaitWithTimeout(absl::Condition(&ready), tick_period_);
-      } else {
+      if (next == absl::InfiniteDuration()) {
         mu_.Await(absl::Condition(&ready));
+      } else if (next > absl::ZeroDuration()) {
+        mu_.AwaitWithTimeout(absl::Condition(&ready), next);
       }
       if (stopping_ && work_.empty()) {
         stopped_ = true;  // Later posts run on their callers' threads.
@@ -68,7 +70,7 @@ void CudaDispatcher::Loop() {
       fn = nullptr;
     }
     batch.clear();
-    polling = tick_();
+    next = tick_();
   }
 }
 

@@ -12,16 +12,17 @@
 
 namespace gpustream::backend {
 
-// A cuLaunchHostFunc body must not call CUDA, so callbacks only Post() here;
-// this thread then does the work (completing operations, handing held work
-// to streams, freeing staging). Between posts it calls `tick` at least every
-// `tick_period` while `tick` returns true ("more to poll"), and otherwise
-// sleeps until the next post. Thread-safe.
+// The thread that notices completions (it polls the queues' progress words)
+// and does what follows them: completing operations, handing held work to
+// streams, freeing staging. Other threads Post() work to it or Wake() it.
+// After each batch of posts it calls `tick`, which returns how long it may
+// sleep before the next tick (absl::InfiniteDuration(): nothing to poll,
+// sleep until a post or a wake). Thread-safe.
 class CudaDispatcher {
  public:
   // `on_start` runs first on the thread (making the context current).
   CudaDispatcher(absl::AnyInvocable<void()> on_start,
-                 absl::AnyInvocable<bool()> tick, absl::Duration tick_period);
+                 absl::AnyInvocable<absl::Duration()> tick);
   // Runs what was posted, then joins.
   ~CudaDispatcher();
   CudaDispatcher(const CudaDispatcher&) = delete;
@@ -30,8 +31,7 @@ class CudaDispatcher {
   // After Shutdown(), runs `fn` at once on the caller's thread.
   void Post(absl::AnyInvocable<void()> fn);
   // Queues `fn` (taking it) unless Shutdown() ran: then returns false and
-  // leaves `fn` to the caller. For driver callback threads, which must
-  // never run work that may call the driver.
+  // leaves `fn` to the caller, for callers that must not run it themselves.
   bool TryPost(absl::AnyInvocable<void()>& fn);
   // Runs what was posted and joins the thread. Idempotent.
   void Shutdown();
@@ -45,8 +45,7 @@ class CudaDispatcher {
   void Loop();
 
   absl::AnyInvocable<void()> on_start_;
-  absl::AnyInvocable<bool()> tick_;
-  const absl::Duration tick_period_;
+  absl::AnyInvocable<absl::Duration()> tick_;
   absl::Mutex mu_;
   std::deque<absl::AnyInvocable<void()>> work_ ABSL_GUARDED_BY(mu_);
   bool woken_ ABSL_GUARDED_BY(mu_) = false;

@@ -29,11 +29,23 @@ class CudaDevice;
 // Budget: CUDA blocks the caller once about a thousand operations are
 // pending on a stream. At most kBudget operations are handed to the stream
 // and not yet known complete; the rest wait, in order, in `held_`, and the
-// dispatcher hands them on as completions come back. Completions come back
-// through markers: a cuLaunchHostFunc after every kMarkerEvery operations,
-// after any operation whose completion someone awaits (reads, host
-// functions, flag writes, OnIdle), and from the dispatcher's tick when work
-// is left unmarked. A marker's callback only posts to the dispatcher.
+// dispatcher hands them on as completions come back.
+//
+// Completions come back through markers, put on the stream after every
+// kMarkerEvery operations, after any operation whose completion someone
+// awaits (reads, host functions, flag writes, OnIdle: "prompt"), and by the
+// dispatcher's tick when work is left unmarked. A marker is a
+// cuStreamWriteValue64 of the issue count into the queue's progress word
+// (pinned, device-mapped host memory; the write's default memory barrier
+// makes the marked work's results visible first), which the dispatcher
+// polls: no host function, which would stall the stream, and every other
+// stream on its hardware queue, until a driver thread had run it. Where the
+// device has no stream memory operations, a marker is a pooled event
+// record, polled with cuEventQuery. Polling runs while work is
+// outstanding: every kPollPeriod, and faster after a prompt marker (an
+// eighth of the time since it was issued, at least kPromptPollPeriod), so
+// that a waiter hears of short work within microseconds and long work
+// costs few wake-ups.
 //
 // Admission: beyond the budget, each operation handed to the stream needs
 // the device's admission (CudaAdmission: the tenant's fair share of the
@@ -57,6 +69,8 @@ class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore>,
  public:
   static constexpr uint64_t kBudget = 384;
   static constexpr uint64_t kMarkerEvery = 64;
+  static constexpr absl::Duration kPollPeriod = absl::Microseconds(250);
+  static constexpr absl::Duration kPromptPollPeriod = absl::Microseconds(5);
 
   // One operation. `issue` makes the native calls (under mu_). `done` runs
   // on the dispatcher once the work completed (OK), or with the error when
@@ -71,13 +85,17 @@ class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore>,
     bool counted = true;  // A client's command (WorkAccount counters).
   };
 
-  // `account` is not null. JoinAdmission must follow, before any Submit.
+  // `account` is not null. `progress`: the progress word, reading 0, whose
+  // slot the core owns; a null `progress.host` makes markers event records.
+  // JoinAdmission must follow, before any Submit.
   CudaQueueCore(CudaDevice* device, CUstream stream, uint64_t epoch,
+                CudaSlotAllocator::Slot progress,
                 std::shared_ptr<WorkAccount> account,
                 absl::AnyInvocable<void(const absl::Status&)> on_error)
       : device_(device),
         stream_(stream),
         epoch_(epoch),
+        progress_(progress),
         account_(std::move(account)),
         on_error_(std::move(on_error)) {}
   ~CudaQueueCore() override;
@@ -104,14 +122,13 @@ class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore>,
   // The CudaQueue is gone: destroy the stream once idle.
   void Retire();
 
-  // Dispatcher side. A marker came back (its callback ran at `end_ns`,
-  // MonotonicNanos): everything issued before it is complete.
-  void Completed(uint64_t count, int64_t end_ns);
   // The queue's admission turn (CudaAdmission::Pump, on the dispatcher).
   void PumpAdmitted() override;
-  // One tick: hands held work on, marks unmarked work, checks the stream
-  // for a fatal error. True while the queue has work outstanding.
-  bool Tick();
+  // One tick, on the dispatcher: completes what the markers say has landed,
+  // hands held work on, marks unmarked work, checks the stream for a fatal
+  // error. Returns how long until the queue wants its next tick
+  // (absl::InfiniteDuration() once it has nothing outstanding).
+  absl::Duration Tick();
 
  private:
   struct Pending {
@@ -127,7 +144,13 @@ class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore>,
   // held work then goes to `out`.
   absl::Status IssueLocked(Op& op, Callbacks* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status MarkLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Puts a marker of issued_ on the stream. `prompt`: someone awaits it.
+  absl::Status MarkLocked(bool prompt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The issue count the markers say has completed.
+  uint64_t LandedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Everything issued up to `count` is complete (seen at `end_ns`,
+  // MonotonicNanos): settles it and runs what awaited it.
+  void Completed(uint64_t count, int64_t end_ns);
   // Puts the queue on the dispatcher's polling list unless it is there.
   void TrackLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Issues held work while the stream and admission have room; waits for
@@ -156,6 +179,8 @@ class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore>,
   CudaDevice* const device_;
   const CUstream stream_;
   const uint64_t epoch_;
+  // Written by the stream's markers (not under mu_: read with atomic_ref).
+  const CudaSlotAllocator::Slot progress_;
   const std::shared_ptr<WorkAccount> account_;
   InflightCount inflight_;
   void ChargeInflight(int64_t n) { inflight_.Charge(*account_, n); }
@@ -169,6 +194,16 @@ class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore>,
   uint64_t issued_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t completed_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t marked_ ABSL_GUARDED_BY(mu_) = 0;
+  // Event markers (no progress word): the count each one completes.
+  struct EventMark {
+    uint64_t count;
+    CUevent event;
+  };
+  std::deque<EventMark> event_marks_ ABSL_GUARDED_BY(mu_);
+  // The last prompt marker: its count and when it was issued
+  // (MonotonicNanos), for the polling period.
+  uint64_t prompt_count_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t prompt_ns_ ABSL_GUARDED_BY(mu_) = 0;
   // Issue numbers (1-based, as issued_) of internal operations not yet
   // settled: completions do not count them.
   std::deque<uint64_t> uncounted_ ABSL_GUARDED_BY(mu_);

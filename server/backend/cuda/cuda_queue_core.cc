@@ -1,5 +1,6 @@
 // CudaQueueCore: the budget, the held FIFO and completion through markers.
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -11,7 +12,7 @@ namespace gpustream::backend {
 namespace {
 
 // How often the dispatcher asks a busy stream for a fatal error (a faulted
-// context runs no host callbacks, so markers alone would never say).
+// context writes no more markers, so they alone would never say).
 constexpr absl::Duration kErrorPollPeriod = absl::Milliseconds(5);
 // Work issued and not marked gets a marker after this long.
 constexpr absl::Duration kMarkDelay = absl::Microseconds(500);
@@ -28,6 +29,16 @@ CudaQueueCore::~CudaQueueCore() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   for (const Op& op : held_) dropped += op.counted ? 1 : 0;
   ChargeInflight(-dropped);
   SettleLocked(issued_, /*ran=*/false);
+  for (const EventMark& mark : event_marks_) {
+    device_->events().Put(mark.event, /*timing=*/false, epoch_);
+  }
+  // The progress word is reused only once no marker can still write it
+  // (after a failure some may: the slot then stays out until its slab goes).
+  if (progress_.host != nullptr &&
+      std::atomic_ref<uint64_t>(*progress_.host)
+              .load(std::memory_order_acquire) == marked_) {
+    device_->slots().Put(progress_);
+  }
   if (destroyed_) return;
   // Nothing refers to the stream any more; CUDA releases a stream destroyed
   // with work pending once that work is done.
@@ -108,7 +119,7 @@ absl::Status CudaQueueCore::IssueLocked(Op& op, Callbacks* out) {
     // The work is on the stream whatever happens to the marker: a marker
     // the driver refuses fails the queue (or, fatal, the device), which
     // completes the pending work with the error.
-    if (absl::Status s = MarkLocked();
+    if (absl::Status s = MarkLocked(op.prompt);
         !s.ok() && s.code() != absl::StatusCode::kAborted) {
       StickLocked(s, out);
     }
@@ -122,18 +133,53 @@ void CudaQueueCore::TrackLocked() {
   device_->Track(shared_from_this());
 }
 
-absl::Status CudaQueueCore::MarkLocked() {
+absl::Status CudaQueueCore::MarkLocked(bool prompt) {
   if (marked_ == issued_) return absl::OkStatus();
-  void* token = device_->NewMarker(weak_from_this(), issued_);
-  absl::Status s = device_->Check(
-      device_->driver().cuLaunchHostFunc(stream_, &CudaDevice::OnMarker, token),
-      "cuLaunchHostFunc");
-  if (!s.ok()) {
-    device_->DropMarker(token);
-    return s;
+  const CudaDriver& driver = device_->driver();
+  if (progress_.host != nullptr) {
+    if (absl::Status s = device_->Check(
+            driver.cuStreamWriteValue64(stream_, progress_.device, issued_,
+                                        CU_STREAM_WRITE_VALUE_DEFAULT),
+            "cuStreamWriteValue64 (progress)");
+        !s.ok()) {
+      return s;
+    }
+  } else {
+    absl::StatusOr<CUevent> event = device_->events().Get(/*timing=*/false);
+    if (!event.ok()) return event.status();
+    if (absl::Status s = device_->Check(driver.cuEventRecord(*event, stream_),
+                                        "cuEventRecord (marker)");
+        !s.ok()) {
+      device_->events().Put(*event, /*timing=*/false, epoch_);
+      return s;
+    }
+    event_marks_.push_back({issued_, *event});
   }
   marked_ = issued_;
+  if (prompt) {
+    prompt_count_ = issued_;
+    prompt_ns_ = MonotonicNanos();
+    // A dispatcher sleeping a whole polling period must poll sooner now.
+    device_->dispatcher().Wake();
+  }
   return absl::OkStatus();
+}
+
+uint64_t CudaQueueCore::LandedLocked() {
+  if (progress_.host != nullptr) {
+    return std::atomic_ref<uint64_t>(*progress_.host)
+        .load(std::memory_order_acquire);
+  }
+  uint64_t landed = completed_;
+  while (!event_marks_.empty()) {
+    const EventMark& mark = event_marks_.front();
+    // Not ready, or an error: the stream query in Tick reports errors.
+    if (device_->driver().cuEventQuery(mark.event) != CUDA_SUCCESS) break;
+    landed = mark.count;
+    device_->events().Put(mark.event, /*timing=*/false, epoch_);
+    event_marks_.pop_front();
+  }
+  return landed;
 }
 
 void CudaQueueCore::PumpLocked(Callbacks* out, bool pumped) {
@@ -179,7 +225,9 @@ void CudaQueueCore::PumpLocked(Callbacks* out, bool pumped) {
   }
   if (marked_ != issued_ && !held_.empty()) {
     // Held work waits for room: make sure progress comes back.
-    if (absl::Status s = MarkLocked(); !s.ok()) StickLocked(s, out);
+    if (absl::Status s = MarkLocked(/*prompt=*/false); !s.ok()) {
+      StickLocked(s, out);
+    }
   }
 }
 
@@ -257,6 +305,10 @@ void CudaQueueCore::Fail(const absl::Status& status) {
     absl::MutexLock lock(&mu_);
     StickLocked(status, &callbacks);
     // No marker will come back from a failed context.
+    for (const EventMark& mark : event_marks_) {
+      device_->events().Put(mark.event, /*timing=*/false, epoch_);
+    }
+    event_marks_.clear();
     for (Pending& p : pending_)
       callbacks.emplace_back(std::move(p.done), status);
     pending_.clear();
@@ -311,9 +363,9 @@ void CudaQueueCore::Completed(uint64_t count, int64_t end_ns) {
     absl::MutexLock lock(&mu_);
     if (count <= completed_) return;
     // The batch ran from its issue to an idle stream, or from the previous
-    // batch's completion, until its marker's callback: an approximation
-    // (the daemon cannot see inside a batch; time parked on a device-side
-    // wait counts as busy).
+    // batch's completion, until its marker was seen: an approximation (the
+    // daemon cannot see inside a batch, and sees a marker up to a polling
+    // period late; time parked on a device-side wait counts as busy).
     const int64_t start = std::max(busy_start_ns_, last_complete_ns_);
     last_complete_ns_ = std::max(last_complete_ns_, end_ns);
     device_->admission().Completed(*member_, SettleLocked(count, /*ran=*/true),
@@ -362,15 +414,24 @@ void CudaQueueCore::PumpAdmitted() {
   Deliver(std::move(callbacks));
 }
 
-bool CudaQueueCore::Tick() {
+absl::Duration CudaQueueCore::Tick() {
+  uint64_t landed = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    landed = LandedLocked();
+    if (landed <= completed_) landed = 0;
+  }
+  if (landed != 0) Completed(landed, MonotonicNanos());
   Callbacks callbacks;
-  bool busy;
+  absl::Duration next = absl::InfiniteDuration();
   {
     absl::MutexLock lock(&mu_);
     PumpLocked(&callbacks);
     const absl::Time now = absl::Now();
     if (marked_ != issued_ && now - last_issue_ >= kMarkDelay) {
-      if (absl::Status s = MarkLocked(); !s.ok()) StickLocked(s, &callbacks);
+      if (absl::Status s = MarkLocked(/*prompt=*/false); !s.ok()) {
+        StickLocked(s, &callbacks);
+      }
     }
     if (completed_ != issued_ && now - last_query_ >= kErrorPollPeriod) {
       last_query_ = now;
@@ -383,11 +444,19 @@ bool CudaQueueCore::Tick() {
       }
     }
     MaybeDestroyLocked();
-    busy = !IdleLocked() && !destroyed_;
-    if (!busy) tracked_ = false;  // Submit tracks it again when needed.
+    if (IdleLocked() || destroyed_) {
+      tracked_ = false;  // Submit tracks it again when needed.
+    } else if (prompt_count_ > completed_) {
+      // Someone awaits a marker: poll at an eighth of its age so far.
+      const absl::Duration age =
+          absl::Nanoseconds(MonotonicNanos() - prompt_ns_);
+      next = std::clamp(age / 8, kPromptPollPeriod, kPollPeriod);
+    } else {
+      next = kPollPeriod;
+    }
   }
   Deliver(std::move(callbacks));
-  return busy;
+  return next;
 }
 
 void CudaQueueCore::Deliver(Callbacks callbacks) {

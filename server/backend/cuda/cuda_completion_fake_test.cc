@@ -1,0 +1,99 @@
+// How the CUDA backend learns that work completed, on the fake driver: from
+// the queue's own stream (a progress word its markers write, polled), never
+// from a host function, which needs the driver's callback thread.
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "server/backend/cuda/cuda_device.h"
+#include "server/backend/cuda/cuda_fake_testing.h"
+
+namespace gpustream::backend {
+namespace {
+
+constexpr absl::Duration kPrompt = absl::Seconds(5);
+
+// A host function holds its stream until the context's one callback
+// thread has run it, and that thread runs the callbacks of every stream in
+// turn. Here something else in the process (a library sharing the primary
+// context) keeps the callback thread busy. A queue's launch, read, host
+// function and synchronize still complete: the backend's completion
+// tracking must not wait behind that thread.
+TEST(CudaCompletionFakeTest, CompletionsDoNotWaitForTheCallbackThread) {
+  auto created = OpenFakeCudaDevice();
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::unique_ptr<CudaDevice> device = *std::move(created);
+  const CudaDriver& driver = device->driver();
+  ASSERT_TRUE(device->MakeCurrent().ok());
+
+  // The other user's stream is created first: with the default 8 hardware
+  // connections, round-robin, the queue's stream gets a connection of its
+  // own, so only the callback thread is shared.
+  struct Blocker {
+    absl::Notification entered;
+    absl::Notification release;
+  } blocker;
+  CUstream other = nullptr;
+  ASSERT_EQ(
+      driver.cuStreamCreateWithPriority(&other, CU_STREAM_NON_BLOCKING, 0),
+      CUDA_SUCCESS);
+  ASSERT_EQ(driver.cuLaunchHostFunc(
+                other,
+                [](void* data) {
+                  auto* b = static_cast<Blocker*>(data);
+                  b->entered.Notify();
+                  b->release.WaitForNotification();
+                },
+                &blocker),
+            CUDA_SUCCESS);
+  ASSERT_TRUE(blocker.entered.WaitForNotificationWithTimeout(kPrompt));
+
+  std::vector<std::unique_ptr<Module>> modules = device->BuiltinModules();
+  ASSERT_FALSE(modules.empty());
+  const Kernel& add = **modules.front()->FindKernel("add_u64");
+  auto q = *device->CreateQueue(QueueOptions{});
+  auto counter = *device->Allocate(8, MemoryKind::kDevice);
+  ASSERT_TRUE(
+      q->Launch(add, {{1}, {1}}, {BufferArg{counter}, uint64_t{41}}).ok());
+  absl::Notification host_func;
+  ASSERT_TRUE(q->HostFunc([&host_func] { host_func.Notify(); }).ok());
+  ASSERT_TRUE(
+      q->Launch(add, {{1}, {1}}, {BufferArg{counter}, uint64_t{1}}).ok());
+  auto read = std::make_shared<absl::Notification>();
+  auto value = std::make_shared<uint64_t>(0);
+  ASSERT_TRUE(
+      q->Read(counter, 0, 8, [read, value](absl::StatusOr<std::string> data) {
+         if (data.ok() && data->size() == 8) {
+           std::memcpy(value.get(), data->data(), 8);
+         }
+         read->Notify();
+       }).ok());
+  absl::Notification idle;
+  absl::Status idle_status = absl::UnknownError("not called");
+  q->OnIdle([&](absl::Status s) {
+    idle_status = s;
+    idle.Notify();
+  });
+
+  const bool ran_host_func = host_func.WaitForNotificationWithTimeout(kPrompt);
+  const bool read_back = read->WaitForNotificationWithTimeout(kPrompt);
+  const bool went_idle = idle.WaitForNotificationWithTimeout(kPrompt);
+  // Free the callback thread before any assertion can end the test.
+  blocker.release.Notify();
+  ASSERT_EQ(driver.cuStreamSynchronize(other), CUDA_SUCCESS);
+  ASSERT_EQ(driver.cuStreamDestroy(other), CUDA_SUCCESS);
+  EXPECT_TRUE(ran_host_func) << "the host function waited for the callback "
+                                "thread";
+  ASSERT_TRUE(read_back) << "the read waited for the callback thread";
+  EXPECT_EQ(*value, 42u);
+  ASSERT_TRUE(went_idle) << "synchronize waited for the callback thread";
+  EXPECT_TRUE(idle_status.ok()) << idle_status;
+}
+
+}  // namespace
+}  // namespace gpustream::backend
