@@ -41,6 +41,10 @@ struct Config {
   // (FAKECUDA_RESET_CLEARS_STICKY, default 0: it survives, as the driver
   // does not promise otherwise).
   bool reset_clears_sticky = false;
+  // The devices' compute capability as major * 10 + minor
+  // (FAKECUDA_COMPUTE_CAPABILITY, default 90: an H100/H200). A module image
+  // loads only with code for it (fake_module.cc).
+  int compute_capability = 90;
 };
 
 // The driver version cuDriverGetVersion reports and cuGetProcAddress

@@ -1,15 +1,21 @@
 // Self-tests of the hazards libfakecuda.so models because a real driver has
 // them (README.md, "Hazards"): shared hardware queues, synchronizing frees,
 // stream-ordered pool memory, sticky errors that survive a reset, handles
-// used after a reset, host-function rules and the driver version. This
+// used after a reset, host-function rules, the driver version and module
+// images without code for the device's architecture. This
 // binary runs with CUDA_DEVICE_MAX_CONNECTIONS=2 and every hazard on.
 #include <cuda.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <initializer_list>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -239,6 +245,96 @@ TEST_F(FakeCudaHazardsTest, ProcAddressAboveTheDriverVersionIsInvalid) {
                               CU_GET_PROC_ADDRESS_DEFAULT, &found));
   EXPECT_NE(nullptr, fn);
   unsetenv("FAKECUDA_DRIVER_VERSION");
+}
+
+// Module images laid out as nvcc writes them, holding only the kernel name
+// `noop` as code. A fatbin: a 16-byte header (magic, version, header size,
+// payload size), then per entry a 64-byte header (kind: 1 PTX, 2 SASS;
+// header size; payload size; architecture at byte 28) and its payload.
+std::string Fatbin(
+    std::initializer_list<std::pair<uint16_t, uint32_t>> entries) {
+  const std::string payload("noop\0\0\0\0", 8);
+  std::string body;
+  for (const auto& [kind, arch] : entries) {
+    std::string header(64, '\0');
+    const uint32_t header_size = 64;
+    const uint64_t payload_size = payload.size();
+    std::memcpy(&header[0], &kind, 2);
+    std::memcpy(&header[4], &header_size, 4);
+    std::memcpy(&header[8], &payload_size, 8);
+    std::memcpy(&header[28], &arch, 4);
+    body += header + payload;
+  }
+  std::string image(16, '\0');
+  const uint32_t magic = 0xBA55ED50;
+  const uint16_t version = 1, size = 16;
+  const uint64_t body_size = body.size();
+  std::memcpy(&image[0], &magic, 4);
+  std::memcpy(&image[4], &version, 2);
+  std::memcpy(&image[6], &size, 2);
+  std::memcpy(&image[8], &body_size, 8);
+  return image + body;
+}
+
+// A cubin: a 64-bit ELF header (ABI version 8: the SM in e_flags bits
+// 8..15) and one section holding the name.
+std::string Cubin(uint32_t arch) {
+  std::string image(64 + 64 + 8, '\0');
+  const char ident[] = {0x7F, 'E', 'L', 'F', 2, 1, 1, 0x41, 8};
+  std::memcpy(&image[0], ident, sizeof(ident));
+  const uint64_t shoff = 64, section_offset = 128, section_size = 8;
+  const uint32_t flags = (arch << 8) | 0x04;
+  const uint16_t shentsize = 64, shnum = 1;
+  std::memcpy(&image[0x28], &shoff, 8);
+  std::memcpy(&image[0x30], &flags, 4);
+  std::memcpy(&image[0x3A], &shentsize, 2);
+  std::memcpy(&image[0x3C], &shnum, 2);
+  const uint32_t progbits = 1;
+  std::memcpy(&image[64 + 4], &progbits, 4);
+  std::memcpy(&image[64 + 0x18], &section_offset, 8);
+  std::memcpy(&image[64 + 0x20], &section_size, 8);
+  std::memcpy(&image[128], "noop", 4);
+  return image;
+}
+
+// The device is a 9.0 (an H100/H200): SASS runs only when built for 9.x
+// with a minor at most 0, PTX when built for 9.0 or older (the driver
+// compiles it); anything else is CUDA_ERROR_NO_BINARY_FOR_GPU (PTX text for
+// a newer target: CUDA_ERROR_INVALID_PTX).
+TEST_F(FakeCudaHazardsTest, ImagesWithoutCodeForTheDeviceDoNotLoad) {
+  int major = 0, minor = -1;
+  ASSERT_CU(CUDA_SUCCESS,
+            cu.DeviceGetAttribute(
+                &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0));
+  ASSERT_CU(CUDA_SUCCESS,
+            cu.DeviceGetAttribute(
+                &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0));
+  ASSERT_EQ(9, major);
+  ASSERT_EQ(0, minor);
+  struct Case {
+    std::string image;
+    CUresult expected;
+    const char* what;
+  };
+  const std::vector<Case> cases = {
+      {Fatbin({{2, 80}}), CUDA_ERROR_NO_BINARY_FOR_GPU, "sm_80 SASS only"},
+      {Fatbin({{2, 86}, {2, 100}}), CUDA_ERROR_NO_BINARY_FOR_GPU,
+       "sm_86 and sm_100 SASS"},
+      {Fatbin({{1, 100}}), CUDA_ERROR_NO_BINARY_FOR_GPU, "compute_100 PTX"},
+      {Fatbin({{2, 80}, {2, 90}}), CUDA_SUCCESS, "sm_80 and sm_90 SASS"},
+      {Fatbin({{2, 80}, {1, 80}}), CUDA_SUCCESS, "sm_80 SASS, compute_80 PTX"},
+      {Cubin(80), CUDA_ERROR_NO_BINARY_FOR_GPU, "an sm_80 cubin"},
+      {Cubin(90), CUDA_SUCCESS, "an sm_90 cubin"},
+      {".version 9.0\n.target sm_100\n.entry noop()\n{ ret; }\n",
+       CUDA_ERROR_INVALID_PTX, "PTX for sm_100"},
+      {".version 9.0\n.target sm_80\n.entry noop()\n{ ret; }\n", CUDA_SUCCESS,
+       "PTX for sm_80"},
+  };
+  for (const Case& c : cases) {
+    CUmodule module = nullptr;
+    EXPECT_CU(c.expected, cu.ModuleLoadData(&module, c.image.data())) << c.what;
+    if (module != nullptr) EXPECT_CU(CUDA_SUCCESS, cu.ModuleUnload(module));
+  }
 }
 
 }  // namespace

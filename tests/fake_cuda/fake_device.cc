@@ -93,7 +93,8 @@ CUresult CheckDevice(CUdevice dev) {
 }
 
 // Reads FAKECUDA_DEVICES (0..64, default 1), FAKECUDA_MEMORY_BYTES (bytes
-// per device, default 1 GiB), FAKECUDA_NO_WAIT_VALUE (0 or 1), the hazard
+// per device, default 1 GiB), FAKECUDA_NO_WAIT_VALUE (0 or 1),
+// FAKECUDA_COMPUTE_CAPABILITY (major * 10 + minor, default 90), the hazard
 // knobs (Config) and CUDA_DEVICE_MAX_CONNECTIONS. With zero devices it
 // fails (CUDA_ERROR_NO_DEVICE) and reads them again next time.
 CUresult Fake_cuInit(unsigned int flags) {
@@ -110,6 +111,7 @@ CUresult Fake_cuInit(unsigned int flags) {
   uint64_t sync_free = 1;
   uint64_t reset_clears_sticky = 0;
   uint64_t version = 0;
+  uint64_t compute_capability = config.compute_capability;
   if (!ParseEnv("FAKECUDA_PAGE_BYTES", 0, uint64_t{1} << 30,
                 &config.page_bytes) ||
       (config.page_bytes != 0 &&
@@ -127,7 +129,8 @@ CUresult Fake_cuInit(unsigned int flags) {
       !ParseEnv("FAKECUDA_SHARED_CONNECTIONS", 0, 1, &shared_connections) ||
       !ParseEnv("FAKECUDA_SYNC_FREE", 0, 1, &sync_free) ||
       !ParseEnv("FAKECUDA_RESET_CLEARS_STICKY", 0, 1, &reset_clears_sticky) ||
-      !ParseEnv("FAKECUDA_DRIVER_VERSION", 1000, 99000, &version)) {
+      !ParseEnv("FAKECUDA_DRIVER_VERSION", 1000, 99000, &version) ||
+      !ParseEnv("FAKECUDA_COMPUTE_CAPABILITY", 30, 129, &compute_capability)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   if (devices == 0) return CUDA_ERROR_NO_DEVICE;
@@ -136,6 +139,7 @@ CUresult Fake_cuInit(unsigned int flags) {
   config.connections = shared_connections != 0 ? MaxConnections() : 0;
   config.sync_free = sync_free != 0;
   config.reset_clears_sticky = reset_clears_sticky != 0;
+  config.compute_capability = static_cast<int>(compute_capability);
   g_config.store(new Config(config), std::memory_order_release);
   return CUDA_SUCCESS;
 }
@@ -239,7 +243,10 @@ CUresult Fake_cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib,
       *pi = 32;
       break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
-      *pi = 9;
+      *pi = GetConfig()->compute_capability / 10;
+      break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+      *pi = GetConfig()->compute_capability % 10;
       break;
     case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT:
       *pi = 2;

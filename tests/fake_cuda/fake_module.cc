@@ -1,6 +1,7 @@
 // Modules, functions and kernel launches of the fake CUDA driver. A module
-// image is accepted if it names at least one kernel that has a CPU twin
-// (fake_kernels.cc); the module then offers exactly the twins it names.
+// image is accepted if it has code the device can run (CodeFor) and names at
+// least one kernel that has a CPU twin (fake_kernels.cc); the module then
+// offers exactly the twins it names.
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -127,6 +128,64 @@ uint64_t ImageSize(const unsigned char* p) {
   return std::strlen(reinterpret_cast<const char*>(p));
 }
 
+// Whether SASS built for `arch` runs on a device of compute capability
+// `cc` (both major * 10 + minor): same major, minor at most the device's
+// (sm_80 code runs on 8.6, not on 9.0). PTX for `arch` runs wherever
+// arch <= cc: the driver compiles it.
+bool SassRuns(uint32_t arch, int cc) {
+  return static_cast<int>(arch) / 10 == cc / 10 &&
+         static_cast<int>(arch) % 10 <= cc % 10;
+}
+
+// Whether the image of `size` bytes at `p` has code for a device of compute
+// capability `cc`, as the driver decides before it loads anything:
+// CUDA_ERROR_NO_BINARY_FOR_GPU for a fatbin none of whose entries runs
+// there or a cubin built for another architecture, CUDA_ERROR_INVALID_PTX
+// for PTX whose `.target` is newer than the device. Other text (a test's
+// list of kernel names) runs anywhere.
+CUresult CodeFor(const unsigned char* p, uint64_t size, int cc) {
+  if (size >= 16 && StartsWith(p, {0x50, 0xED, 0x55, 0xBA})) {
+    // Entries follow the header: kind (1 PTX, 2 ELF) at 0, the entry's
+    // header size at 4, its payload size at 8, the architecture at 28.
+    const uint64_t end = std::min<uint64_t>(
+        size, uint64_t{Read<uint16_t>(p, 6)} + Read<uint64_t>(p, 8));
+    for (uint64_t at = Read<uint16_t>(p, 6); at + 32 <= end;) {
+      const uint16_t kind = Read<uint16_t>(p, at);
+      const uint64_t header = Read<uint32_t>(p, at + 4);
+      const uint64_t payload = Read<uint64_t>(p, at + 8);
+      const uint32_t arch = Read<uint32_t>(p, at + 28);
+      if ((kind == 1 && static_cast<int>(arch) <= cc) ||
+          (kind == 2 && SassRuns(arch, cc))) {
+        return CUDA_SUCCESS;
+      }
+      if (header < 32 || header > kMaxImageSize || payload > kMaxImageSize) {
+        break;
+      }
+      at += header + payload;
+    }
+    return CUDA_ERROR_NO_BINARY_FOR_GPU;
+  }
+  if (size >= 64 && StartsWith(p, {0x7F, 'E', 'L', 'F', 2})) {
+    // e_flags: the SM in bits 8..15 from ELF ABI version 8 (CUDA 12.x and
+    // later), in bits 0..7 before.
+    const uint32_t flags = Read<uint32_t>(p, 0x30);
+    const uint32_t arch = p[8] >= 8 ? (flags >> 8) & 0xFF : flags & 0xFF;
+    return SassRuns(arch, cc) ? CUDA_SUCCESS : CUDA_ERROR_NO_BINARY_FOR_GPU;
+  }
+  const std::string_view text(reinterpret_cast<const char*>(p), size);
+  if (const size_t at = text.find(".target sm_");
+      at != std::string_view::npos) {
+    int arch = 0;
+    for (size_t i = at + 11;
+         i < text.size() && text[i] >= '0' && text[i] <= '9' && arch < 1000;
+         ++i) {
+      arch = arch * 10 + (text[i] - '0');
+    }
+    return arch <= cc ? CUDA_SUCCESS : CUDA_ERROR_INVALID_PTX;
+  }
+  return CUDA_SUCCESS;
+}
+
 bool IsIdentifierByte(unsigned char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
          (c >= '0' && c <= '9') || c == '_' || c == '$';
@@ -212,6 +271,11 @@ CUresult Fake_cuModuleLoadData(CUmodule* module, const void* image) {
   if (module == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const auto* bytes = static_cast<const unsigned char*>(image);
   const uint64_t size = bytes[0] == 0 ? 0 : ImageSize(bytes);
+  if (size == 0) return CUDA_ERROR_INVALID_IMAGE;
+  if (CUresult r = CodeFor(bytes, size, GetConfig()->compute_capability);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
   std::vector<const Twin*> twins =
       TwinsIn({reinterpret_cast<const char*>(bytes), size});
   if (twins.empty()) return CUDA_ERROR_INVALID_IMAGE;

@@ -86,7 +86,18 @@ absl::Status CudaModule::Reload() {
   CUresult r = driver.cuModuleLoadData(&module, image_.data());
   if (r != CUDA_SUCCESS) {
     absl::Status s = ToStatus(r, "cuModuleLoadData", &driver);
-    return absl::Status(s.code(), absl::StrCat(origin_, ": ", s.message()));
+    // Say what the image lacks, and how to build one that has it.
+    const std::string& arch = device_->info().arch;
+    const std::string hint =
+        r == CUDA_ERROR_NO_BINARY_FOR_GPU
+            ? absl::StrCat(" (the image has neither SASS for ", arch,
+                           " nor PTX it can be compiled from: build it with "
+                           "-gencode for this device)")
+        : r == CUDA_ERROR_INVALID_PTX
+            ? absl::StrCat(" (its PTX does not compile for ", arch, ")")
+            : "";
+    return absl::Status(s.code(),
+                        absl::StrCat(origin_, ": ", s.message(), hint));
   }
   module_ = module;
   epoch_ = device_->epoch();
