@@ -3,7 +3,11 @@
 // (refused past max_pending_result_bytes), results split to fit a message,
 // streams cancelled with results pending, results nobody reads (flow
 // control), and notifications nobody reads.
+#include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -82,6 +86,47 @@ uint64_t ProcStatusBytes(pid_t pid, absl::string_view field) {
   return 0;
 }
 
+// The value of the unlabelled metric `name` that the daemon serves over
+// HTTP at `address` ("127.0.0.1:PORT") /metrics; -1 if the scrape fails or
+// lacks it.
+double ScrapeMetric(const std::string& address, absl::string_view name) {
+  std::vector<std::string> host_port = absl::StrSplit(address, ':');
+  int port = 0;
+  if (host_port.size() != 2 || !absl::SimpleAtoi(host_port[1], &port)) {
+    return -1;
+  }
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  timeval timeout{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(port));
+  std::string body;
+  if (inet_pton(AF_INET, host_port[0].c_str(), &to.sin_addr) == 1 &&
+      connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) == 0) {
+    const std::string request =
+        "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+        static_cast<ssize_t>(request.size())) {
+      char chunk[16384];
+      for (ssize_t n; (n = recv(fd, chunk, sizeof(chunk), 0)) > 0;) {
+        body.append(chunk, n);
+      }
+    }
+  }
+  close(fd);
+  for (absl::string_view line : absl::StrSplit(body, '\n')) {
+    double value = 0;
+    if (absl::ConsumePrefix(&line, name) && absl::ConsumePrefix(&line, " ") &&
+        absl::SimpleAtod(absl::StripAsciiWhitespace(line), &value)) {
+      return value;
+    }
+  }
+  return -1;
+}
+
 // Calls `attempt` every 50 ms until it returns true or `timeout` passes;
 // whether it did.
 template <typename F>
@@ -100,9 +145,23 @@ class StreamBoundsTest : public ::testing::Test {
     config_path_ = testing::TempPath(".txtpb");
     std::ofstream(config_path_) << kConfig;
     auto daemon = testing::DaemonProcess::Start(
-        {"--backend=cpu", "--config=" + config_path_});
+        {"--backend=cpu", "--config=" + config_path_,
+         "--metrics_listen=127.0.0.1:0"});
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     daemon_ = *std::move(daemon);
+    // The metrics address, from the daemon's log line
+    // "event=metrics_listening address=127.0.0.1:PORT".
+    ASSERT_TRUE(PollUntil(absl::Seconds(10), [&] {
+      const std::string log = daemon_->log();
+      const size_t event = log.find("event=metrics_listening");
+      const size_t at = log.find("address=", event);
+      if (event == std::string::npos || at == std::string::npos) return false;
+      const size_t start = at + 8;
+      metrics_address_ =
+          log.substr(start, log.find_first_of(" \n", start) - start);
+      absl::StripAsciiWhitespace(&metrics_address_);
+      return true;
+    })) << daemon_->log();
     // gRPC's default channel: it receives messages of at most 4 MiB, so
     // every result must come in pieces that small.
     stub_ = v1::GpuStream::NewStub(grpc::CreateChannel(
@@ -203,7 +262,15 @@ class StreamBoundsTest : public ::testing::Test {
   }
   uint64_t peak_rss() const { return ProcStatusBytes(daemon_->pid(), "VmHWM"); }
 
+  // Bytes of read results the daemon holds admitted and unsent, all Submit
+  // streams together (its own accounting of max_pending_result_bytes).
+  double pending_result_bytes() const {
+    return ScrapeMetric(metrics_address_,
+                        "gpustream_submit_result_bytes_pending");
+  }
+
   std::string config_path_;
+  std::string metrics_address_;
   std::unique_ptr<testing::DaemonProcess> daemon_;
   std::unique_ptr<v1::GpuStream::Stub> stub_;
   std::string session_id_;
@@ -273,15 +340,28 @@ TEST_F(StreamBoundsTest,
     seqs.push_back(AddRead(req, 1, i * 4096, kReadBytes));
     if (i < kAdmitted) reads.offset[seqs.back()] = i * 4096;
   }
+  ASSERT_EQ(pending_result_bytes(), 0) << "nothing admitted before";
   ASSERT_TRUE(stream->Write(req));
+
+  // While the gate holds the queue, the refusals come back and the daemon
+  // holds exactly what it admitted: the bound itself, not a memory figure.
+  v1::SubmitResponse resp;
+  for (int n = 0; n < 10000 && reads.refused.size() < kReads - kAdmitted; ++n) {
+    ASSERT_TRUE(stream->Read(&resp)) << stream->Finish().error_message();
+    reads.Take(resp);
+    if (HasFatalFailure()) return;
+  }
+  ASSERT_EQ(reads.refused.size(), kReads - kAdmitted);
+  EXPECT_EQ(reads.done, 0) << "a read ran before the gate opened";
+  EXPECT_EQ(pending_result_bytes(),
+            static_cast<double>(kAdmitted * kReadBytes));
+  static_assert(kAdmitted * kReadBytes <= kPendingLimit &&
+                (kAdmitted + 1) * kReadBytes > kPendingLimit);
+
   req.clear_commands();
   AddSignal(req, 9);
   ASSERT_TRUE(stream->Write(req));
-
-  v1::SubmitResponse resp;
-  for (int n = 0; n < 10000 && (reads.done < static_cast<int>(kAdmitted) ||
-                                reads.refused.size() < kReads - kAdmitted);
-       ++n) {
+  for (int n = 0; n < 10000 && reads.done < static_cast<int>(kAdmitted); ++n) {
     ASSERT_TRUE(stream->Read(&resp)) << stream->Finish().error_message();
     reads.Take(resp);
     if (HasFatalFailure()) return;
@@ -307,8 +387,12 @@ TEST_F(StreamBoundsTest,
   while (stream->Read(&resp)) reads.Take(resp);
   grpc::Status finished = stream->Finish();
   EXPECT_TRUE(finished.ok()) << finished.error_message();
+  // Every admitted byte was sent: none is left held.
+  EXPECT_TRUE(PollUntil(absl::Seconds(10), [&] {
+    return pending_result_bytes() == 0;
+  })) << pending_result_bytes();
 
-  // The daemon held the admitted reads at most, not all 64 (4 GB).
+  // And its memory: the admitted reads at most, not all 64 (4 GB).
   const uint64_t peak = peak_rss();
   std::fprintf(stderr, "daemon memory: %llu MiB before, %llu MiB at most\n",
                static_cast<unsigned long long>(rss_before / kMiB),

@@ -93,6 +93,10 @@ struct DeviceInfo {
 struct MemoryInfo {
   uint64_t total_bytes = 0;
   uint64_t free_bytes = 0;
+  // The step in which free_bytes moves: an allocation may take up to this
+  // much more than asked (a GPU maps device memory in 2 MiB pages), so
+  // figures compare within it.
+  uint64_t granularity_bytes = 1;
 };
 
 }  // namespace gpustream::backend

@@ -80,6 +80,13 @@ Metrics::Metrics(const std::string& version)
               .Name("gpustream_submit_commands_total")
               .Help("Submit commands answered, by status code")
               .Register(*registry_)),
+      submit_result_bytes_pending_(
+          prometheus::BuildGauge()
+              .Name("gpustream_submit_result_bytes_pending")
+              .Help("Bytes of read results admitted on Submit streams and "
+                    "not yet sent")
+              .Register(*registry_)
+              .Add({})),
       notification_streams_open_(
           prometheus::BuildGauge()
               .Name("gpustream_notification_streams_open")
@@ -161,6 +168,10 @@ void Metrics::SubmitStreamOpened() {
 }
 
 void Metrics::SubmitStreamClosed() { submit_streams_open_.Decrement(); }
+
+void Metrics::SubmitResultBytes(int64_t bytes) {
+  submit_result_bytes_pending_.Increment(static_cast<double>(bytes));
+}
 
 void Metrics::SubmitRequest() { submit_requests_.Increment(); }
 

@@ -9,6 +9,12 @@
 //   gpustream_submit_requests_total                       counter
 //   gpustream_submit_commands_total{code}                 counter (every
 //                                                         command, by result)
+//   gpustream_submit_result_bytes_pending                 gauge (read data
+//                                                         admitted, not yet
+//                                                         sent: each stream
+//                                                         keeps its share
+//                                                         within max_pending_
+//                                                         result_bytes)
 //   gpustream_notification_streams_open                   gauge
 //   gpustream_build_info{version}                         gauge (1)
 //
@@ -70,6 +76,9 @@ class Metrics {
   void SubmitRequest();
   // A command's result (gRPC code) as sent back on its stream.
   void SubmitCommandDone(int code);
+  // Read data a Submit stream admitted (`bytes` > 0) or sent or dropped
+  // (< 0).
+  void SubmitResultBytes(int64_t bytes);
 
   void NotificationStreamOpened();
   void NotificationStreamClosed();
@@ -90,6 +99,7 @@ class Metrics {
   prometheus::Counter& submit_requests_;
   prometheus::Family<prometheus::Counter>& submit_commands_family_;
   std::array<prometheus::Counter*, kCodes> submit_commands_{};
+  prometheus::Gauge& submit_result_bytes_pending_;
   prometheus::Gauge& notification_streams_open_;
 
   // Keyed by full method name; filled in the constructor, never changed

@@ -259,7 +259,7 @@ void SubmitReactor::Run(Session& session, uint64_t seq, Op op, const Req& req,
           " bytes of earlier reads are not yet sent; read those results "
           "first, or read in smaller pieces"));
     } else {
-      pending_result_bytes_ += promised;
+      ChangePendingResultLocked(promised);
     }
     ++inflight_;
   }
@@ -289,7 +289,7 @@ void SubmitReactor::Complete(std::unique_ptr<v1::CommandResult> result,
   --inflight_;
   if (broken_ || !send) {
     // Nobody will read it, or there is nothing to say: release it at once.
-    pending_result_bytes_ -= promised;
+    ChangePendingResultLocked(-static_cast<int64_t>(promised));
   } else {
     if (!status.ok()) {
       result->clear_result();
@@ -300,7 +300,7 @@ void SubmitReactor::Complete(std::unique_ptr<v1::CommandResult> result,
     if (read_data) {
       out.promised = promised;
     } else {
-      pending_result_bytes_ -= promised;  // A failed read.
+      ChangePendingResultLocked(-static_cast<int64_t>(promised));  // Failed.
       out.other = result->ByteSizeLong();
       unsent_other_bytes_ += out.other;
     }
@@ -363,8 +363,15 @@ bool SubmitReactor::HasUnsent() const {
          completed_seq_ > advertised_seq_;
 }
 
+void SubmitReactor::ChangePendingResultLocked(int64_t bytes) {
+  pending_result_bytes_ += static_cast<uint64_t>(bytes);  // Wraps for < 0.
+  if (metrics_ != nullptr) metrics_->SubmitResultBytes(bytes);
+}
+
 void SubmitReactor::DropUnsent() {
-  for (const Outgoing& out : reads_) pending_result_bytes_ -= out.promised;
+  for (const Outgoing& out : reads_) {
+    ChangePendingResultLocked(-static_cast<int64_t>(out.promised));
+  }
   for (const Outgoing& out : others_) unsent_other_bytes_ -= out.other;
   reads_.clear();
   others_.clear();
@@ -396,7 +403,7 @@ void SubmitReactor::MaybeWriteOrFinish() {
 void SubmitReactor::OnWriteDone(bool ok) {
   absl::MutexLock lock(&mu_);
   write_in_flight_ = false;
-  pending_result_bytes_ -= writing_promised_;
+  ChangePendingResultLocked(-static_cast<int64_t>(writing_promised_));
   writing_promised_ = 0;
   unsent_other_bytes_ -= writing_other_;
   writing_other_ = 0;
@@ -427,6 +434,9 @@ void SubmitReactor::OnDone() {
   {
     absl::MutexLock lock(&mu_);
     ReleaseSession();
+    // Finish waited for every command and write, so this is 0: the gauge
+    // must not keep a share of a stream that is gone, whatever happened.
+    ChangePendingResultLocked(-static_cast<int64_t>(pending_result_bytes_));
   }
   if (metrics_ != nullptr) metrics_->SubmitStreamClosed();
   delete this;

@@ -116,6 +116,9 @@ class SubmitReactor
   bool HasUnsent() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Frees every queued result (the stream is broken).
   void DropUnsent() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // pending_result_bytes_ += bytes, and the daemon-wide gauge with it.
+  void ChangePendingResultLocked(int64_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeWriteOrFinish() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   session::ServerCore& core_;

@@ -165,7 +165,9 @@ MemoryInfo CudaDevice::memory() {
     driver_->cuMemGetInfo(&free, &total);
   }
   if (total == 0) driver_->cuDeviceTotalMem(&total, device_);
-  return {total, free};
+  // NVIDIA GPUs map device memory in 2 MiB pages (pools grow by them too).
+  constexpr uint64_t kDevicePage = uint64_t{2} << 20;
+  return {total, free, kDevicePage};
 }
 
 void CudaDevice::SetFatalErrorHandler(FatalErrorHandler handler) {
