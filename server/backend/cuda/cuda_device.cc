@@ -159,9 +159,29 @@ absl::Status CudaDevice::ReadInfo() {
   return absl::OkStatus();
 }
 
+CudaDevice::Pass::Pass(CudaDevice& device, uint64_t epoch) : device_(device) {
+  // Counted before the checks (both sequentially consistent): Recover,
+  // which runs with failed_ set, either sees this pass and waits, or this
+  // pass sees failed_ (or, once it is over, the new epoch).
+  device_.passes_.fetch_add(1);
+  granted_ = !device_.failed_.load() && device_.epoch_.load() == epoch;
+  if (!granted_) device_.passes_.fetch_sub(1);
+}
+
+CudaDevice::Pass::~Pass() {
+  if (granted_) device_.passes_.fetch_sub(1);
+}
+
+absl::Status CudaDevice::PassRefused() {
+  if (failed()) return failure();
+  return absl::AbortedError(absl::StrCat(
+      "CUDA device ", ordinal_,
+      " was reset after a failure: objects of its previous context are gone"));
+}
+
 MemoryInfo CudaDevice::memory() {
   size_t free = 0, total = 0;
-  if (MakeCurrent().ok() && !failed()) {
+  if (Pass pass(*this); pass && MakeCurrent().ok()) {
     driver_->cuMemGetInfo(&free, &total);
   }
   if (total == 0) driver_->cuDeviceTotalMem(&total, device_);
@@ -252,6 +272,10 @@ absl::Status CudaDevice::Recover() {
   // Releases of the failed context's objects skip their driver calls (the
   // epoch moves on below); let those already posted run first.
   cleanup_->Drain();
+  // No pass is granted while the device is failed: wait out those granted
+  // before (issuing threads, polls, stats), which may still be in the
+  // driver with this context's handles. They never wait for anything.
+  while (passes_.load() != 0) absl::SleepFor(absl::Microseconds(50));
   // From here no release, allocation or elapsed-time query uses a handle of
   // the context being reset.
   absl::WriterMutexLock reset_lock(&reset_mu_);
@@ -304,7 +328,9 @@ absl::Status CudaDevice::Recover() {
     if (absl::Status s = m->Reload(); !s.ok()) return s;
   }
   // The dispatcher makes the new context current on its next call.
-  dispatcher_->Post([this] { MakeCurrent().IgnoreError(); });
+  dispatcher_->Post([this, epoch = epoch()] {
+    if (Pass pass(*this, epoch); pass) MakeCurrent().IgnoreError();
+  });
   // failure_ stays: a caller that saw failed() just before this still
   // reports why (it must never report an OK status as the failure).
   failed_.store(false, std::memory_order_release);
@@ -341,8 +367,9 @@ void CudaDevice::WatchEvent(std::shared_ptr<CudaEventPoint> point,
 }
 
 absl::Duration CudaDevice::Tick() {
-  if (failed()) return absl::InfiniteDuration();
-  if (!MakeCurrent().ok()) return absl::InfiniteDuration();
+  if (Pass pass(*this); !pass || !MakeCurrent().ok()) {
+    return absl::InfiniteDuration();
+  }
   // Completions just run (posts come before the tick) made room.
   admission_.Pump();
   std::vector<std::shared_ptr<CudaQueueCore>> queues;
@@ -398,7 +425,8 @@ absl::Duration CudaDevice::Tick() {
 
 absl::StatusOr<std::shared_ptr<Queue>> CudaDevice::CreateQueue(
     QueueOptions options) {
-  if (failed()) return failure();
+  Pass pass(*this);
+  if (!pass) return PassRefused();
   if (absl::Status s = MakeCurrent(); !s.ok()) return s;
   // Numerically lower is greater: the range is [greatest, least]. The
   // session layer has clamped the request to the tenant's quota already;

@@ -29,11 +29,17 @@ class CudaModule;
 
 // Threads: callers (gRPC threads) enqueue straight into native streams
 // while a queue is within its budget and its tenant within its admitted
-// share (CudaAdmission); the dispatcher thread completes work (host
-// callbacks post to it), hands held work to streams (giving waiting queues
-// their admission turns), polls events and stream errors; the cleanup
-// thread destroys native objects. Every thread makes the primary context
-// current before its first driver call (MakeCurrent).
+// share (CudaAdmission); the dispatcher thread completes work (it polls the
+// queues' progress words), hands held work to streams (giving waiting
+// queues their admission turns), polls events and stream errors; the
+// cleanup thread destroys native objects. Every thread makes the primary
+// context current before its first driver call (MakeCurrent).
+//
+// The context's handles reach the driver only while it is alive: the
+// cleanup thread's releases, allocations and elapsed-time queries hold the
+// reset lock shared; every other driver call (issuing, polling, creating,
+// stats) runs inside a Pass, which never blocks and which Recover waits
+// out.
 //
 // Failure: a fatal driver error (a kernel fault poisons the context) marks
 // the device failed: every queue fails with ABORTED, held and pending work
@@ -68,6 +74,29 @@ class CudaDevice : public Device {
       const std::string& path) override;
 
   // --- For the backend's own objects ---------------------------------------
+  // A hold on the context of `epoch` for driver calls outside the reset
+  // lock. Granted only while the device is healthy and `epoch` is current;
+  // while any pass is held, Recover does not reset the context. Never
+  // blocks: a refused pass means the context failed or is gone, and the
+  // caller reports PassRefused() (or skips a poll) instead of handing the
+  // driver a handle that may name another object by now. Hold one only
+  // around driver calls, never across callbacks into other layers (Recover
+  // may run in one). Nests. Thread-safe.
+  class Pass {
+   public:
+    Pass(CudaDevice& device, uint64_t epoch);
+    explicit Pass(CudaDevice& device) : Pass(device, device.epoch()) {}
+    ~Pass();
+    Pass(const Pass&) = delete;
+    Pass& operator=(const Pass&) = delete;
+    explicit operator bool() const { return granted_; }
+
+   private:
+    CudaDevice& device_;
+    bool granted_;
+  };
+  // Why a pass was refused: the device's failure, or its reset.
+  absl::Status PassRefused();
   const CudaDriver& driver() const { return *driver_; }
   // Makes the primary context current on the calling thread (cached per
   // thread and context epoch).
@@ -150,6 +179,8 @@ class CudaDevice : public Device {
   std::atomic<CUcontext> context_{nullptr};
   std::atomic<uint64_t> epoch_{1};
   std::atomic<bool> failed_{false};
+  // Passes held now (Pass).
+  std::atomic<int> passes_{0};
   DeviceInfo info_;
 
   // DEVICE memory, zeroed (tenants never see each other's data). From the

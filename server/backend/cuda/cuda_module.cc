@@ -12,6 +12,10 @@ namespace gpustream::backend {
 absl::StatusOr<std::unique_ptr<CudaModule>> CudaModule::Load(
     CudaDevice* device, std::string image, const v1::ModuleManifest& manifest,
     const std::string& origin) {
+  // Recover reloads modules itself (Reload); a load outside it needs the
+  // context alive throughout.
+  CudaDevice::Pass pass(*device);
+  if (!pass) return device->PassRefused();
   auto module = std::unique_ptr<CudaModule>(
       new CudaModule(device, std::move(image), origin));
   module->info_.name = manifest.name();
@@ -75,8 +79,11 @@ absl::StatusOr<std::unique_ptr<CudaModule>> CudaModule::Load(
 
 CudaModule::~CudaModule() {
   device_->ForgetModule(this);
-  if (module_ == nullptr || epoch_ != device_->epoch()) return;
-  if (device_->MakeCurrent().ok()) device_->driver().cuModuleUnload(module_);
+  if (module_ == nullptr) return;
+  if (CudaDevice::Pass pass(*device_, epoch_);
+      pass && device_->MakeCurrent().ok()) {
+    device_->driver().cuModuleUnload(module_);
+  }
 }
 
 absl::Status CudaModule::Reload() {

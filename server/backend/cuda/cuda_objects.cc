@@ -36,8 +36,8 @@ CudaEventPoint::~CudaEventPoint() {
 bool PointComplete(CudaDevice& device, CudaEventPoint& point) {
   if (point.skipped.load(std::memory_order_acquire)) return true;
   if (!point.issued.load(std::memory_order_acquire)) return device.failed();
-  if (point.epoch != device.epoch() || device.failed()) return true;
-  if (!device.MakeCurrent().ok()) return true;
+  CudaDevice::Pass pass(device, point.epoch);
+  if (!pass || !device.MakeCurrent().ok()) return true;  // Never will.
   CUresult r = device.driver().cuEventQuery(point.event);
   if (r == CUDA_ERROR_NOT_READY) return false;
   device.Warn(r, "cuEventQuery");
@@ -214,11 +214,9 @@ void CudaFlag::WriteDone(const CudaEventPoint* point) {
 }
 
 bool CudaFlag::Landed(const CudaEventPoint& point) {
-  if (device_->failed() || point.epoch != device_->epoch() ||
-      !point.issued.load(std::memory_order_acquire) ||
-      !device_->MakeCurrent().ok()) {
-    return false;
-  }
+  if (!point.issued.load(std::memory_order_acquire)) return false;
+  CudaDevice::Pass pass(*device_, point.epoch);
+  if (!pass || !device_->MakeCurrent().ok()) return false;
   return device_->driver().cuEventQuery(point.event) == CUDA_SUCCESS;
 }
 

@@ -20,6 +20,8 @@ absl::StatusOr<CUevent> CudaEventPool::Get(bool timing) {
       return event;
     }
   }
+  CudaDevice::Pass pass(*device_);
+  if (!pass) return device_->PassRefused();
   if (absl::Status s = device_->MakeCurrent(); !s.ok()) return s;
   CUevent event = nullptr;
   absl::Status s = device_->Check(
@@ -73,8 +75,11 @@ absl::StatusOr<Staging> CudaStagingPool::Get(uint64_t size) {
       return staging;
     }
   }
+  const uint64_t epoch = device_->epoch();
+  CudaDevice::Pass pass(*device_, epoch);
+  if (!pass) return device_->PassRefused();
   if (absl::Status s = device_->MakeCurrent(); !s.ok()) return s;
-  Staging staging{nullptr, capacity, device_->epoch()};
+  Staging staging{nullptr, capacity, epoch};
   absl::Status s = device_->Check(
       device_->driver().cuMemHostAlloc(&staging.host, capacity, 0),
       "cuMemHostAlloc (staging)");
@@ -118,6 +123,8 @@ void CudaStagingPool::Forget() {
 absl::StatusOr<CudaSlotAllocator::Slot> CudaSlotAllocator::Get() {
   absl::MutexLock lock(&mu_);
   if (free_.empty()) {
+    CudaDevice::Pass pass(*device_);
+    if (!pass) return device_->PassRefused();
     if (absl::Status s = device_->MakeCurrent(); !s.ok()) return s;
     const CudaDriver& driver = device_->driver();
     void* slab = nullptr;

@@ -101,6 +101,8 @@ absl::Status CudaQueueCore::Submit(Op op) {
 }
 
 absl::Status CudaQueueCore::IssueLocked(Op& op, Callbacks* out) {
+  CudaDevice::Pass pass(*device_, epoch_);
+  if (!pass) return device_->PassRefused();
   // Callers' threads (gRPC's) issue too: each needs the context current.
   if (absl::Status s = device_->MakeCurrent(); !s.ok()) return s;
   // Work handed to an idle stream starts no earlier than now.
@@ -135,6 +137,9 @@ void CudaQueueCore::TrackLocked() {
 
 absl::Status CudaQueueCore::MarkLocked(bool prompt) {
   if (marked_ == issued_) return absl::OkStatus();
+  CudaDevice::Pass pass(*device_, epoch_);
+  if (!pass) return device_->PassRefused();
+  if (absl::Status s = device_->MakeCurrent(); !s.ok()) return s;
   const CudaDriver& driver = device_->driver();
   if (progress_.host != nullptr) {
     if (absl::Status s = device_->Check(
@@ -171,6 +176,8 @@ uint64_t CudaQueueCore::LandedLocked() {
         .load(std::memory_order_acquire);
   }
   uint64_t landed = completed_;
+  CudaDevice::Pass pass(*device_, epoch_);
+  if (!pass) return landed;  // Failed: Fail() completes the rest.
   while (!event_marks_.empty()) {
     const EventMark& mark = event_marks_.front();
     // Not ready, or an error: the stream query in Tick reports errors.
@@ -326,9 +333,10 @@ bool CudaQueueCore::IsIdle() {
   absl::MutexLock lock(&mu_);
   if (IdleLocked()) return true;
   // Callbacks not yet run (a host function, a read's delivery) mean busy.
-  if (!held_.empty() || !pending_.empty() || delivering_ != 0 ||
-      device_->failed() || !device_->MakeCurrent().ok()) {
-    return device_->failed();
+  CudaDevice::Pass pass(*device_, epoch_);
+  if (!held_.empty() || !pending_.empty() || delivering_ != 0 || !pass ||
+      !device_->MakeCurrent().ok()) {
+    return !pass;  // A failed or reset context runs nothing more.
   }
   // Markers lag; the stream itself knows.
   return device_->driver().cuStreamQuery(stream_) == CUDA_SUCCESS;
@@ -433,7 +441,9 @@ absl::Duration CudaQueueCore::Tick() {
         StickLocked(s, &callbacks);
       }
     }
-    if (completed_ != issued_ && now - last_query_ >= kErrorPollPeriod) {
+    if (CudaDevice::Pass pass(*device_, epoch_);
+        pass && completed_ != issued_ &&
+        now - last_query_ >= kErrorPollPeriod) {
       last_query_ = now;
       CUresult r = device_->driver().cuStreamQuery(stream_);
       if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) {
