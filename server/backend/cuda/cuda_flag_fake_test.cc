@@ -1,11 +1,13 @@
 // CUDA flag waits held in the daemon, on the fake driver: a held wait sees
 // every value stored after it was enqueued, however many follow.
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
@@ -14,6 +16,26 @@
 
 namespace gpustream::backend {
 namespace {
+
+// The fake driver, with cuEventRecord refusing its next call once armed.
+const CudaDriver* real_driver = nullptr;
+std::atomic<bool> refuse_record{false};
+CUresult RefusingRecord(CUevent event, CUstream stream) {
+  if (refuse_record.exchange(false)) return CUDA_ERROR_INVALID_VALUE;
+  return real_driver->cuEventRecord(event, stream);
+}
+
+// Calls `attempt` every millisecond until it returns true or `timeout`
+// passes; whether it did.
+template <typename F>
+bool Eventually(F attempt, absl::Duration timeout = absl::Seconds(10)) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!attempt()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return true;
+}
 
 // A queue busy for a while reaches its EQUAL wait for 3 only after the host
 // stored 1, 2, ..., 200: the flag holds 200 then, but 3 was stored after
@@ -47,6 +69,96 @@ TEST(CudaFlagFakeTest, HeldWaitSeesAValueStoredLongBeforeItIsReached) {
       << "the wait for 3 never passed";
   EXPECT_EQ(*value, 9u);
   EXPECT_EQ(flag->Load(), 200u);
+}
+
+// A device write of 7 is on its way (behind a long kernel) when the host
+// stores 7 itself and then 9. Replacing its own 7 says nothing about the
+// device's: that write is still coming, and a wait for 7 enqueued now must
+// see it land, though the device overwrites it with 11 at once.
+TEST(CudaFlagFakeTest, AHostStoreOfTheSameValueDoesNotRetireADeviceWrite) {
+  auto created = OpenFakeCudaDevice();
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::unique_ptr<CudaDevice> device = *std::move(created);
+  std::vector<std::unique_ptr<Module>> modules = device->BuiltinModules();
+  ASSERT_FALSE(modules.empty());
+  const Kernel& spin = **modules.front()->FindKernel("spin_ns");
+  const Kernel& add = **modules.front()->FindKernel("add_u64");
+  auto writer = *device->CreateQueue(QueueOptions{});
+  auto waiter = *device->CreateQueue(QueueOptions{});
+  auto flag = *device->CreateFlag();
+  auto counter = *device->Allocate(8, MemoryKind::kDevice);
+  ASSERT_TRUE(writer->Launch(spin, {{1}, {1}}, {uint64_t{200'000'000}}).ok());
+  ASSERT_TRUE(writer->WriteFlag(flag, 7).ok());
+  ASSERT_TRUE(writer->WriteFlag(flag, 11).ok());
+  flag->Store(7);
+  flag->Store(9);
+  ASSERT_TRUE(waiter->WaitFlag(flag, 7, WaitCondition::kEqual).ok());
+  ASSERT_TRUE(
+      waiter->Launch(add, {{1}, {1}}, {BufferArg{counter}, uint64_t{1}}).ok());
+  auto read = std::make_shared<absl::Notification>();
+  auto value = std::make_shared<uint64_t>(0);
+  ASSERT_TRUE(waiter
+                  ->Read(counter, 0, 8,
+                         [read, value](absl::StatusOr<std::string> data) {
+                           if (data.ok() && data->size() == 8) {
+                             std::memcpy(value.get(), data->data(), 8);
+                           }
+                           read->Notify();
+                         })
+                  .ok());
+  ASSERT_TRUE(read->WaitForNotificationWithTimeout(absl::Seconds(10)))
+      << "the wait for 7 missed the device's write";
+  EXPECT_EQ(*value, 1u);
+  EXPECT_EQ(flag->Load(), 11u);
+}
+
+// A flag write is on the stream when the event recorded after it is
+// refused: the command did not fail (its write lands), the queue reports
+// the error, and a wait for the value on another queue still passes.
+TEST(CudaFlagFakeTest, AWriteOnTheStreamIsNotReportedFailedIfItsEventIsNot) {
+  auto loaded = CudaDriver::Load(FakeCudaDriverPath());
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  real_driver = loaded->release();  // Lives as long as the process.
+  ASSERT_EQ(real_driver->cuInit(0), CUDA_SUCCESS);
+  auto wrapped = std::make_shared<CudaDriver>(*real_driver);
+  wrapped->cuEventRecord = &RefusingRecord;
+  auto created = CudaDevice::Create(std::move(wrapped), 0);
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::unique_ptr<CudaDevice> device = *std::move(created);
+  std::vector<std::unique_ptr<Module>> modules = device->BuiltinModules();
+  ASSERT_FALSE(modules.empty());
+  const Kernel& add = **modules.front()->FindKernel("add_u64");
+  auto writer = *device->CreateQueue(QueueOptions{});
+  auto waiter = *device->CreateQueue(QueueOptions{});
+  auto flag = *device->CreateFlag();
+  auto counter = *device->Allocate(8, MemoryKind::kDevice);
+
+  refuse_record.store(true);
+  const absl::Status written = writer->WriteFlag(flag, 5);
+  EXPECT_TRUE(written.ok())
+      << "reported failed, yet its write lands: " << written;
+  EXPECT_TRUE(Eventually([&] { return flag->Load() == 5; }));
+  EXPECT_TRUE(Eventually([&] { return !writer->error().ok(); }));
+  EXPECT_EQ(writer->error().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(writer->error().message(), "cuEventRecord"))
+      << writer->error();
+
+  ASSERT_TRUE(waiter->WaitFlag(flag, 5, WaitCondition::kEqual).ok());
+  ASSERT_TRUE(
+      waiter->Launch(add, {{1}, {1}}, {BufferArg{counter}, uint64_t{1}}).ok());
+  auto read = std::make_shared<absl::Notification>();
+  auto value = std::make_shared<uint64_t>(0);
+  ASSERT_TRUE(waiter
+                  ->Read(counter, 0, 8,
+                         [read, value](absl::StatusOr<std::string> data) {
+                           if (data.ok() && data->size() == 8) {
+                             std::memcpy(value.get(), data->data(), 8);
+                           }
+                           read->Notify();
+                         })
+                  .ok());
+  ASSERT_TRUE(read->WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(*value, 1u);
 }
 
 }  // namespace

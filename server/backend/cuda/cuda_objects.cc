@@ -130,16 +130,21 @@ uint64_t CudaFlag::Load() {
 
 void CudaFlag::Store(uint64_t value) {
   Sweep();  // Device writes that landed came before this store.
-  // Release: data the host wrote before signalling is visible to work the
-  // signal releases.
-  const uint64_t replaced = std::atomic_ref<uint64_t>(*slot_.host)
-                                .exchange(value, std::memory_order_acq_rel);
   std::vector<uint64_t> landed;
   {
+    // Under mu_, so that host_stored_ is the value this store replaces
+    // unless a device write landed in between.
     absl::MutexLock lock(&mu_);
+    // Release: data the host wrote before signalling is visible to work
+    // the signal releases.
+    const uint64_t replaced = std::atomic_ref<uint64_t>(*slot_.host)
+                                  .exchange(value, std::memory_order_acq_rel);
     // The value replaced was a device write's if one in flight wrote it:
-    // it has landed, though its event may not have completed yet.
-    for (auto it = in_flight_.begin(); it != in_flight_.end(); ++it) {
+    // it has landed, though its event may not have completed yet. Unless
+    // the host had stored that value itself: then the write may still be
+    // coming, and stays in flight until its event says (Sweep).
+    for (auto it = in_flight_.begin();
+         replaced != host_stored_ && it != in_flight_.end(); ++it) {
       if (it->value == replaced) {
         Remember(replaced);
         landed.push_back(replaced);
@@ -147,6 +152,7 @@ void CudaFlag::Store(uint64_t value) {
         break;
       }
     }
+    host_stored_ = value;
     Remember(value);
   }
   for (uint64_t v : landed) waiters_.Notify(v);

@@ -170,6 +170,9 @@ class CudaFlag : public Flag, public std::enable_shared_from_this<CudaFlag> {
   FlagWaiters waiters_;
   absl::Mutex mu_;
   std::deque<InFlight> in_flight_ ABSL_GUARDED_BY(mu_);  // Oldest first.
+  // What the host stored last (the slot starts at 0): a value the host
+  // replaces that it stored itself says nothing about device writes.
+  uint64_t host_stored_ ABSL_GUARDED_BY(mu_) = 0;
   // The held queue waits on this flag (bounded by the queues' held work).
   std::vector<std::shared_ptr<Watch>> watches_ ABSL_GUARDED_BY(mu_);
 };

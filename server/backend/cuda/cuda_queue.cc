@@ -287,18 +287,25 @@ absl::Status CudaQueue::WriteFlag(std::shared_ptr<Flag> flag_base,
       std::make_shared<CudaEventPoint>(&device, *event, false, device.epoch());
   op.issue = [flag, value, point](CudaQueueCore& q) {
     const CudaDriver& driver = q.device().driver();
-    absl::Status s = q.device().Check(
-        driver.cuStreamWriteValue64(q.stream(), flag->device_ptr(), value, 0),
-        "cuStreamWriteValue64");
-    if (s.ok()) {
-      s = q.device().Check(driver.cuEventRecord(point->event, q.stream()),
-                           "cuEventRecord");
+    if (absl::Status s =
+            q.device().Check(driver.cuStreamWriteValue64(
+                                 q.stream(), flag->device_ptr(), value, 0),
+                             "cuStreamWriteValue64");
+        !s.ok()) {
+      return s;  // Nothing enqueued.
     }
-    if (s.ok()) {
-      point->issued.store(true, std::memory_order_release);
-      flag->WriteIssued(value, point);
+    if (absl::Status s = q.device().Check(
+            driver.cuEventRecord(point->event, q.stream()), "cuEventRecord");
+        !s.ok()) {
+      // The write is on the stream and lands: the command did not fail.
+      // Untracked, waits see it through the flag's value; the queue
+      // reports the error.
+      q.IssuedPartly(s);
+      return absl::OkStatus();
     }
-    return s;
+    point->issued.store(true, std::memory_order_release);
+    flag->WriteIssued(value, point);
+    return absl::OkStatus();
   };
   op.done = [flag, point](absl::Status) {
     if (point->issued.load(std::memory_order_acquire)) {

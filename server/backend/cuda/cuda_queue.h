@@ -105,6 +105,10 @@ class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore>,
 
   CUstream stream() const { return stream_; }
   CudaDevice& device() { return *device_; }
+  // Only from inside an Op's `issue` (mu_ held): part of the op is on the
+  // stream already and the rest failed with `status`. The op counts as
+  // issued (the part on the stream runs) and the queue becomes sticky.
+  void IssuedPartly(absl::Status status);
   const std::shared_ptr<WorkAccount>& account() const { return account_; }
 
   // Issues `op` now if the stream has room and nothing is held before it,
@@ -217,6 +221,7 @@ class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore>,
   absl::Time last_issue_ ABSL_GUARDED_BY(mu_);
   absl::Time last_query_ ABSL_GUARDED_BY(mu_);
   absl::Status error_ ABSL_GUARDED_BY(mu_);
+  absl::Status partly_ ABSL_GUARDED_BY(mu_);  // IssuedPartly's, once.
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool retired_ ABSL_GUARDED_BY(mu_) = false;
   bool destroyed_ ABSL_GUARDED_BY(mu_) = false;

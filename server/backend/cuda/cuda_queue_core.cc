@@ -109,6 +109,10 @@ absl::Status CudaQueueCore::IssueLocked(Op& op, Callbacks* out) {
   const bool idle = issued_ == completed_;
   const int64_t now = idle ? MonotonicNanos() : 0;
   if (absl::Status s = op.issue(*this); !s.ok()) return s;
+  if (!partly_.ok()) {
+    absl::Status partly = std::exchange(partly_, absl::OkStatus());
+    StickLocked(partly, out);
+  }
   if (idle) busy_start_ns_ = now;
   ++issued_;
   if (!op.counted) uncounted_.push_back(issued_);
@@ -127,6 +131,11 @@ absl::Status CudaQueueCore::IssueLocked(Op& op, Callbacks* out) {
     }
   }
   return absl::OkStatus();
+}
+
+void CudaQueueCore::IssuedPartly(absl::Status status) {
+  mu_.AssertHeld();
+  if (partly_.ok()) partly_ = std::move(status);
 }
 
 void CudaQueueCore::TrackLocked() {
