@@ -9,10 +9,12 @@ half silently skipped (a device that failed to open, a missing fake driver)
 would look as green as one that ran. Reads the GoogleTest logs (every
 case) and the Python ones (pytest's and unittest's skip counts: none is
 allowed) under bazel-testlogs; with --targets, only the logs of the test
-targets that file lists (`bazel query 'tests(//...)'`), so that the logs
-of a deleted target prove nothing.
+targets that file lists (`bazel query` or `bazel cquery 'tests(//...)'`),
+so that the logs of a deleted target prove nothing. --no-cuda-build: the
+logs are of a build without CUDA support (--config=nocuda), which runs no
+CUDA case even where the toolkit is installed.
 
-    tools/check_skips.py [--targets FILE] [TESTLOGS]
+    tools/check_skips.py [--no-cuda-build] [--targets FILE] [TESTLOGS]
 """
 import ctypes
 import os
@@ -47,12 +49,12 @@ def cuda_driver():
         return False
 
 
-def conditions():
-    """Which conditions of allowed_skips.txt hold on this machine."""
+def conditions(cuda_build):
+    """Which conditions of allowed_skips.txt hold for this build here."""
     held = {"always"}
-    if not cuda_toolkit():
+    if not cuda_build:
         held.add("no-cuda-toolkit")
-    if not nvcc():
+    if not cuda_build or not nvcc():
         held.add("no-nvcc")
     if not cuda_driver():
         held.add("no-cuda-driver")
@@ -118,14 +120,19 @@ def scan(testlogs, targets=None):
 
 
 def read_targets(path):
-    """Test labels (//pkg:name) as testlogs paths (pkg/name)."""
+    """Test labels (//pkg:name, cquery's with a configuration after) as
+    testlogs paths (pkg/name)."""
     with open(path) as f:
-        return {line.strip().lstrip("/").replace(":", "/")
+        return {line.split()[0].lstrip("/").replace(":", "/")
                 for line in f if line.strip().startswith("//")}
 
 
 def main():
     args = sys.argv[1:]
+    cuda_build = cuda_toolkit()
+    if args[:1] == ["--no-cuda-build"]:
+        cuda_build = False
+        args = args[1:]
     targets = None
     if args[:1] == ["--targets"]:
         targets = read_targets(args[1])
@@ -134,7 +141,7 @@ def main():
     if not os.path.isdir(testlogs):
         print(f"check_skips: no {testlogs}", file=sys.stderr)
         return 2
-    held = conditions()
+    held = conditions(cuda_build)
     rules = allowed_rules()
     ran, skipped = Counter(), Counter()
     bad = []
@@ -158,14 +165,14 @@ def main():
               f"here ({', '.join(sorted(held))}):", file=sys.stderr)
         for b in bad:
             print("  " + b, file=sys.stderr)
-    must_run = ["cpu"] + (["cuda_fake"] if cuda_toolkit() else []) + (
-        ["cuda"] if cuda_toolkit() and cuda_driver() else [])
+    must_run = ["cpu"] + (["cuda_fake"] if cuda_build else []) + (
+        ["cuda"] if cuda_build and cuda_driver() else [])
     for backend in must_run:
         if ran[backend] == 0:
             failed = True
             print(f"check_skips: no {backend} case ran, but {backend} must "
                   "run on this machine", file=sys.stderr)
-    if cuda_toolkit() and not os.path.exists(
+    if cuda_build and not os.path.exists(
             os.path.join(testlogs, "tests", "fake_cuda",
                          "fake_cuda_hazards_test", "test.log")):
         failed = True

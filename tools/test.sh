@@ -25,17 +25,29 @@ gpu_flags=()
 if python3 -c 'import ctypes; ctypes.CDLL("libcuda.so.1")' 2>/dev/null; then
   gpu_flags=(--nocache_test_results)
 fi
+# Bazel reports a skipped case as a pass: after each run of the suite, prove
+# what it ran, per backend (bazel-testlogs is the last run's logs).
+skip_check() {  # skip_check [--no-cuda-build] BAZEL_FLAGS...
+  local flags=() targets
+  if [[ ${1-} == --no-cuda-build ]]; then
+    flags=(--no-cuda-build)
+    shift
+  fi
+  targets=$(mktemp)
+  bazel cquery "$@" 'tests(//...)' >"$targets"
+  python3 tools/check_skips.py "${flags[@]}" --targets "$targets" bazel-testlogs
+  rm -f "$targets"
+}
 phase "bazel test" bazel test "${gpu_flags[@]}" //...
-# Bazel reports a skipped case as a pass: prove what ran, per backend.
-targets=$(mktemp)
-bazel query 'tests(//...)' >"$targets"
-phase "skip check" python3 tools/check_skips.py --targets "$targets" bazel-testlogs
-rm -f "$targets"
+phase "skip check" skip_check
 phase "compose suite" bash tools/compose-test.sh
 phase "soak (short)" bash tools/soak.sh --short
 phase "bazel test --config=asan" bazel test --config=asan //...
+phase "skip check (asan)" skip_check --config=asan
 phase "bazel test --config=tsan" bazel test --config=tsan //...
+phase "skip check (tsan)" skip_check --config=tsan
 # All five fuzz targets at once, a minute each (about 40% of a core each).
 phase "fuzz (short)" bash tools/fuzz.sh --seconds 60 --parallel 5
 phase "bazel test --config=nocuda" bazel test --config=nocuda //...
+phase "skip check (nocuda)" skip_check --no-cuda-build --config=nocuda
 echo "test.sh: everything passed in $((SECONDS - started)) s" >&2
