@@ -89,9 +89,9 @@ run_phase "load + kill storm" /usr/bin/python3 tools/soak/load.py all \
 run_phase "abuse" /usr/bin/python3 tools/soak/abuse.py --no_build "${short[@]}"
 
 # Drain on SIGTERM under load: acknowledged work proven or answered
-# UNAVAILABLE (its own result, or the stream's "daemon shutting down"), some
-# of it proven after the signal, exit within 10 s, restart on the same socket
-# and port with its ready file within 5 s.
+# UNAVAILABLE (its own result, or the stream's "daemon shutting down"),
+# results still delivered after the signal, exit within 10 s, restart on the
+# same socket and port with its ready file within 5 s.
 run_phase "drain" /usr/bin/python3 tools/soak/drain.py --no_build "${short[@]}"
 
 echo "=== soak: every phase passed in $((SECONDS - soak_t0)) s"
