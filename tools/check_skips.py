@@ -172,6 +172,12 @@ def main():
             failed = True
             print(f"check_skips: no {backend} case ran, but {backend} must "
                   "run on this machine", file=sys.stderr)
+    if not cuda_build:
+        for backend in ("cuda", "cuda_fake", "cuda_fake_no_wait_value"):
+            if ran[backend]:
+                failed = True
+                print(f"check_skips: {ran[backend]} {backend} cases ran in a "
+                      "build said to have no CUDA support", file=sys.stderr)
     if cuda_build and not os.path.exists(
             os.path.join(testlogs, "tests", "fake_cuda",
                          "fake_cuda_hazards_test", "test.log")):

@@ -34,7 +34,7 @@ skip_check() {  # skip_check [--no-cuda-build] BAZEL_FLAGS...
     shift
   fi
   targets=$(mktemp)
-  bazel cquery "$@" 'tests(//...)' >"$targets"
+  bazel cquery "$@" 'tests(//...) except attr(tags, manual, //...)' >"$targets"
   python3 tools/check_skips.py "${flags[@]}" --targets "$targets" bazel-testlogs
   rm -f "$targets"
 }
@@ -42,9 +42,9 @@ phase "bazel test" bazel test "${gpu_flags[@]}" //...
 phase "skip check" skip_check
 phase "compose suite" bash tools/compose-test.sh
 phase "soak (short)" bash tools/soak.sh --short
-phase "bazel test --config=asan" bazel test --config=asan //...
+phase "bazel test --config=asan" bazel test "${gpu_flags[@]}" --config=asan //...
 phase "skip check (asan)" skip_check --config=asan
-phase "bazel test --config=tsan" bazel test --config=tsan //...
+phase "bazel test --config=tsan" bazel test "${gpu_flags[@]}" --config=tsan //...
 phase "skip check (tsan)" skip_check --config=tsan
 # All five fuzz targets at once, a minute each (about 40% of a core each).
 phase "fuzz (short)" bash tools/fuzz.sh --seconds 60 --parallel 5

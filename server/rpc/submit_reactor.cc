@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/log/log.h"
 #include "server/rpc/status_util.h"
 #include "server/session/ops.h"
 
@@ -434,9 +435,14 @@ void SubmitReactor::OnDone() {
   {
     absl::MutexLock lock(&mu_);
     ReleaseSession();
-    // Finish waited for every command and write, so this is 0: the gauge
-    // must not keep a share of a stream that is gone, whatever happened.
-    ChangePendingResultLocked(-static_cast<int64_t>(pending_result_bytes_));
+    // Finish waited for every command and write, so this is 0; if not, say
+    // so, and the gauge keeps no share of a stream that is gone.
+    if (pending_result_bytes_ != 0) {
+      log::Error("submit_result_bytes_left")
+          .Num("bytes", pending_result_bytes_)
+          .Str("action", "released from gpustream_submit_result_bytes_pending");
+      ChangePendingResultLocked(-static_cast<int64_t>(pending_result_bytes_));
+    }
   }
   if (metrics_ != nullptr) metrics_->SubmitStreamClosed();
   delete this;

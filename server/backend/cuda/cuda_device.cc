@@ -159,12 +159,17 @@ absl::Status CudaDevice::ReadInfo() {
   return absl::OkStatus();
 }
 
-CudaDevice::Pass::Pass(CudaDevice& device, uint64_t epoch) : device_(device) {
-  // Counted before the checks (both sequentially consistent): Recover,
-  // which runs with failed_ set, either sees this pass and waits, or this
-  // pass sees failed_ (or, once it is over, the new epoch).
+CudaDevice::Pass::Pass(CudaDevice& device, uint64_t epoch, Kind kind)
+    : device_(device) {
+  // Counted before the checks, all sequentially consistent. Recover sets
+  // failed_ (long before) and resetting_, waits until no pass is counted,
+  // moves the epoch on, then clears resetting_ (and at its end failed_).
+  // So a pass Recover did not wait for sees the flag set, or, having seen
+  // it cleared, the new epoch: the flag is read first.
   device_.passes_.fetch_add(1);
-  granted_ = !device_.failed_.load() && device_.epoch_.load() == epoch;
+  granted_ =
+      !(kind == kDriver ? device_.failed_.load() : device_.resetting_.load()) &&
+      device_.epoch_.load() == epoch;
   if (!granted_) device_.passes_.fetch_sub(1);
 }
 
@@ -193,6 +198,11 @@ MemoryInfo CudaDevice::memory() {
 void CudaDevice::SetFatalErrorHandler(FatalErrorHandler handler) {
   absl::MutexLock lock(&handler_mu_);
   on_fatal_ = std::move(handler);
+}
+
+void CudaDevice::RememberModule(CudaModule* module) {
+  absl::MutexLock lock(&mu_);
+  modules_.push_back(module);
 }
 
 void CudaDevice::ForgetModule(CudaModule* module) {
@@ -272,14 +282,17 @@ absl::Status CudaDevice::Recover() {
   // Releases of the failed context's objects skip their driver calls (the
   // epoch moves on below); let those already posted run first.
   cleanup_->Drain();
-  // No pass is granted while the device is failed: wait out those granted
-  // before (issuing threads, polls, stats), which may still be in the
-  // driver with this context's handles. They never wait for anything.
+  // No driver pass is granted while the device is failed, and no memory
+  // pass from now on: wait out those granted before (issuing threads,
+  // polls, stats, flag stores), which may still use this context's handles
+  // or memory. They never wait for anything.
+  resetting_.store(true);
   while (passes_.load() != 0) absl::SleepFor(absl::Microseconds(50));
   // From here no release, allocation or elapsed-time query uses a handle of
   // the context being reset.
   absl::WriterMutexLock reset_lock(&reset_mu_);
-  epoch_.fetch_add(1, std::memory_order_acq_rel);
+  epoch_.fetch_add(1);  // Sequentially consistent, before resetting_ clears.
+  resetting_.store(false);  // The old epoch's passes are refused from here.
   // After the epoch moved: a pooled event or staging block of the old
   // context put back from now on is dropped (the pools check the epoch
   // under their lock), so none survives into the new one.
@@ -477,7 +490,9 @@ absl::StatusOr<std::shared_ptr<Event>> CudaDevice::CreateEvent(
 }
 
 absl::StatusOr<std::shared_ptr<Flag>> CudaDevice::CreateFlag() {
-  if (failed()) return failure();
+  // Through the constructor, which zeroes the slot: memory of this context.
+  Pass pass(*this);
+  if (!pass) return PassRefused();
   auto slot = slots_.Get();
   if (!slot.ok()) return slot.status();
   return std::shared_ptr<Flag>(std::make_shared<CudaFlag>(this, *slot));
@@ -498,10 +513,6 @@ std::vector<std::unique_ptr<Module>> CudaDevice::BuiltinModules() {
   if (!module.ok()) {
     log::Error("cuda_samples_refused").Status(module.status());
     return out;
-  }
-  {
-    absl::MutexLock lock(&mu_);
-    modules_.push_back(module->get());
   }
   out.push_back(*std::move(module));
   return out;
@@ -531,10 +542,6 @@ absl::StatusOr<std::unique_ptr<Module>> CudaDevice::LoadModule(
   }
   auto module = CudaModule::Load(this, image.str(), *manifest, path);
   if (!module.ok()) return module.status();
-  {
-    absl::MutexLock lock(&mu_);
-    modules_.push_back(module->get());
-  }
   return std::unique_ptr<Module>(*std::move(module));
 }
 

@@ -82,9 +82,14 @@ class CudaDevice : public Device {
   // driver a handle that may name another object by now. Hold one only
   // around driver calls, never across callbacks into other layers (Recover
   // may run in one). Nests. Thread-safe.
+  //
+  // A *memory* pass (kMemory) is for touching the context's pinned host
+  // memory (flag slots, progress words), which lives until the reset: it is
+  // granted while the device is failed too, until Recover starts.
   class Pass {
    public:
-    Pass(CudaDevice& device, uint64_t epoch);
+    enum Kind { kDriver, kMemory };
+    Pass(CudaDevice& device, uint64_t epoch, Kind kind = kDriver);
     explicit Pass(CudaDevice& device) : Pass(device, device.epoch()) {}
     ~Pass();
     Pass(const Pass&) = delete;
@@ -120,7 +125,10 @@ class CudaDevice : public Device {
   // Fair shares of the device's operations in flight; the dispatcher's
   // tick pumps it.
   CudaAdmission& admission() { return admission_; }
-  // A module stops being reloaded by Recover (it is being destroyed).
+  // A module is reloaded by every Recover from now on (CudaModule::Load
+  // calls it with its pass still held, so no reset falls in between), until
+  // it is destroyed (ForgetModule).
+  void RememberModule(CudaModule* module);
   void ForgetModule(CudaModule* module);
   // Keeps a retired queue's state until its stream is idle.
   void HoldUntilIdle(std::shared_ptr<CudaQueueCore> core);
@@ -179,8 +187,10 @@ class CudaDevice : public Device {
   std::atomic<CUcontext> context_{nullptr};
   std::atomic<uint64_t> epoch_{1};
   std::atomic<bool> failed_{false};
-  // Passes held now (Pass).
+  // Passes held now (Pass), and whether Recover has started to wait them
+  // out (no memory pass is granted then).
   std::atomic<int> passes_{0};
+  std::atomic<bool> resetting_{false};
   DeviceInfo info_;
 
   // DEVICE memory, zeroed (tenants never see each other's data). From the

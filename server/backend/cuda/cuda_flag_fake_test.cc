@@ -87,12 +87,17 @@ TEST(CudaFlagFakeTest, AHostStoreOfTheSameValueDoesNotRetireADeviceWrite) {
   auto waiter = *device->CreateQueue(QueueOptions{});
   auto flag = *device->CreateFlag();
   auto counter = *device->Allocate(8, MemoryKind::kDevice);
-  ASSERT_TRUE(writer->Launch(spin, {{1}, {1}}, {uint64_t{200'000'000}}).ok());
+  // Two seconds: time enough for the host's part, even on a loaded machine.
+  ASSERT_TRUE(writer->Launch(spin, {{1}, {1}}, {uint64_t{2'000'000'000}}).ok());
   ASSERT_TRUE(writer->WriteFlag(flag, 7).ok());
   ASSERT_TRUE(writer->WriteFlag(flag, 11).ok());
   flag->Store(7);
   flag->Store(9);
   ASSERT_TRUE(waiter->WaitFlag(flag, 7, WaitCondition::kEqual).ok());
+  // The device's writes were still to come when the wait was enqueued (else
+  // this case proves nothing).
+  ASSERT_EQ(flag->Load(), 9u);
+  ASSERT_FALSE(writer->IsIdle());
   ASSERT_TRUE(
       waiter->Launch(add, {{1}, {1}}, {BufferArg{counter}, uint64_t{1}}).ok());
   auto read = std::make_shared<absl::Notification>();
@@ -114,7 +119,8 @@ TEST(CudaFlagFakeTest, AHostStoreOfTheSameValueDoesNotRetireADeviceWrite) {
 
 // A flag write is on the stream when the event recorded after it is
 // refused: the command did not fail (its write lands), the queue reports
-// the error, and a wait for the value on another queue still passes.
+// the error, a host wait from before hears of it, and a wait for the value
+// on another queue still passes.
 TEST(CudaFlagFakeTest, AWriteOnTheStreamIsNotReportedFailedIfItsEventIsNot) {
   auto loaded = CudaDriver::Load(FakeCudaDriverPath());
   ASSERT_TRUE(loaded.ok()) << loaded.status();
@@ -133,6 +139,13 @@ TEST(CudaFlagFakeTest, AWriteOnTheStreamIsNotReportedFailedIfItsEventIsNot) {
   auto flag = *device->CreateFlag();
   auto counter = *device->Allocate(8, MemoryKind::kDevice);
 
+  // A host wait for 5, from before the write.
+  absl::Notification heard;
+  absl::StatusOr<uint64_t> heard_value = absl::UnknownError("not called");
+  flag->AsyncWait(5, WaitCondition::kEqual, [&](absl::StatusOr<uint64_t> v) {
+    heard_value = v;
+    heard.Notify();
+  });
   refuse_record.store(true);
   const absl::Status written = writer->WriteFlag(flag, 5);
   EXPECT_TRUE(written.ok())
@@ -142,6 +155,9 @@ TEST(CudaFlagFakeTest, AWriteOnTheStreamIsNotReportedFailedIfItsEventIsNot) {
   EXPECT_EQ(writer->error().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(writer->error().message(), "cuEventRecord"))
       << writer->error();
+  ASSERT_TRUE(heard.WaitForNotificationWithTimeout(absl::Seconds(10)))
+      << "the host wait never heard of the write";
+  EXPECT_TRUE(heard_value.ok()) << heard_value.status();
 
   ASSERT_TRUE(waiter->WaitFlag(flag, 5, WaitCondition::kEqual).ok());
   ASSERT_TRUE(

@@ -74,6 +74,8 @@ absl::StatusOr<std::unique_ptr<CudaModule>> CudaModule::Load(
         std::max(max_dynamic, static_cast<uint32_t>(allowed_dynamic))};
     module->info_.kernels.push_back(kernel.signature_);
   }
+  // Still within the pass: a Recover after this reloads it.
+  device->RememberModule(module.get());
   return module;
 }
 

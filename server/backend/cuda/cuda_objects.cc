@@ -125,11 +125,18 @@ CudaFlag::CudaFlag(CudaDevice* device, CudaSlotAllocator::Slot slot)
 CudaFlag::~CudaFlag() { device_->slots().Put(slot_); }
 
 uint64_t CudaFlag::Load() {
+  // The slot went with a reset context: such a flag reads 0.
+  CudaDevice::Pass hold(*device_, slot_.epoch, CudaDevice::Pass::kMemory);
+  if (!hold) return 0;
   return std::atomic_ref<uint64_t>(*slot_.host).load(std::memory_order_acquire);
 }
 
 void CudaFlag::Store(uint64_t value) {
   Sweep();  // Device writes that landed came before this store.
+  // The slot went with a reset context: nothing to store into, and nobody
+  // waits (the flag was released with its session).
+  CudaDevice::Pass hold(*device_, slot_.epoch, CudaDevice::Pass::kMemory);
+  if (!hold) return;
   std::vector<uint64_t> landed;
   {
     // Under mu_, so that host_stored_ is the value this store replaces
@@ -217,6 +224,16 @@ void CudaFlag::WriteDone(const CudaEventPoint* point) {
     });
   }
   device_->dispatcher().Wake();
+}
+
+void CudaFlag::UntrackedWriteRan(uint64_t value) {
+  Sweep();  // Writes before it landed before it.
+  {
+    absl::MutexLock lock(&mu_);
+    Remember(value);
+  }
+  waiters_.Notify(value);
+  device_->dispatcher().Wake();  // Waits the daemon holds may go.
 }
 
 bool CudaFlag::Landed(const CudaEventPoint& point) {

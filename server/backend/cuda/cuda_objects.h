@@ -139,6 +139,9 @@ class CudaFlag : public Flag, public std::enable_shared_from_this<CudaFlag> {
   // status: a cancelled queue's issued work still runs. Host waiters see
   // every value that landed (even if overwritten).
   void WriteDone(const CudaEventPoint* point);
+  // A write of `value` ran without a point to track it (the event after it
+  // was refused): its waits and watches hear of it now.
+  void UntrackedWriteRan(uint64_t value);
   // The point after the oldest write in flight (not yet landed) that
   // satisfies the wait (it lands first, as far as anyone knows), or null.
   std::shared_ptr<CudaEventPoint> InFlightSatisfying(uint64_t value,

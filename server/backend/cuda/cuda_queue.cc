@@ -307,9 +307,11 @@ absl::Status CudaQueue::WriteFlag(std::shared_ptr<Flag> flag_base,
     flag->WriteIssued(value, point);
     return absl::OkStatus();
   };
-  op.done = [flag, point](absl::Status) {
+  op.done = [flag, point, value](absl::Status s) {
     if (point->issued.load(std::memory_order_acquire)) {
       flag->WriteDone(point.get());
+    } else if (s.ok()) {
+      flag->UntrackedWriteRan(value);  // Its event was refused (above).
     }
   };
   return core_->Submit(std::move(op));

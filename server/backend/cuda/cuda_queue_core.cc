@@ -33,8 +33,10 @@ CudaQueueCore::~CudaQueueCore() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     device_->events().Put(mark.event, /*timing=*/false, epoch_);
   }
   // The progress word is reused only once no marker can still write it
-  // (after a failure some may: the slot then stays out until its slab goes).
-  if (progress_.host != nullptr &&
+  // (after a failure some may: the slot then stays out until its slab goes,
+  // with the context).
+  if (CudaDevice::Pass hold(*device_, epoch_, CudaDevice::Pass::kMemory);
+      hold && progress_.host != nullptr &&
       std::atomic_ref<uint64_t>(*progress_.host)
               .load(std::memory_order_acquire) == marked_) {
     device_->slots().Put(progress_);
@@ -173,18 +175,24 @@ absl::Status CudaQueueCore::MarkLocked(bool prompt) {
   if (prompt) {
     prompt_count_ = issued_;
     prompt_ns_ = MonotonicNanos();
-    // A dispatcher sleeping a whole polling period must poll sooner now.
-    device_->dispatcher().Wake();
+    // A dispatcher sleeping a whole polling period must poll sooner now
+    // (on the dispatcher itself, its tick computes the period anyway).
+    if (!device_->dispatcher().InDispatcher()) device_->dispatcher().Wake();
   }
   return absl::OkStatus();
 }
 
 uint64_t CudaQueueCore::LandedLocked() {
-  if (progress_.host != nullptr) {
-    return std::atomic_ref<uint64_t>(*progress_.host)
-        .load(std::memory_order_acquire);
-  }
   uint64_t landed = completed_;
+  if (progress_.host != nullptr) {
+    // Not after a reset freed the word (Fail() completes the rest).
+    if (CudaDevice::Pass hold(*device_, epoch_, CudaDevice::Pass::kMemory);
+        hold) {
+      landed = std::atomic_ref<uint64_t>(*progress_.host)
+                   .load(std::memory_order_acquire);
+    }
+    return landed;
+  }
   CudaDevice::Pass pass(*device_, epoch_);
   if (!pass) return landed;  // Failed: Fail() completes the rest.
   while (!event_marks_.empty()) {
