@@ -133,8 +133,8 @@ class CudaAdmissionFakeTest : public ::testing::Test {
               CUDA_SUCCESS);
     auto event = device_->events().Get(/*timing=*/false);
     ASSERT_TRUE(event.ok()) << event.status();
-    auto point = std::make_shared<CudaEventPoint>(device_.get(), *event, false,
-                                                  device_->epoch());
+    auto point = std::make_shared<CudaEventPoint>(device_.get(), event->event,
+                                                  false, event->epoch);
     ASSERT_EQ(real->cuEventRecord(point->event, gate_stream_), CUDA_SUCCESS);
     point->issued.store(true);
     flag.WriteIssued(1, point);

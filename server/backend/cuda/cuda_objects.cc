@@ -47,8 +47,8 @@ bool PointComplete(CudaDevice& device, CudaEventPoint& point) {
 absl::StatusOr<std::shared_ptr<CudaEventPoint>> CudaEvent::NewRecord() {
   auto event = device_->events().Get(timing_);
   if (!event.ok()) return event.status();
-  auto point = std::make_shared<CudaEventPoint>(device_, *event, timing_,
-                                                device_->epoch());
+  auto point = std::make_shared<CudaEventPoint>(device_, event->event, timing_,
+                                                event->epoch);
   absl::MutexLock lock(&mu_);
   latest_ = point;
   return point;
@@ -133,12 +133,13 @@ uint64_t CudaFlag::Load() {
 
 void CudaFlag::Store(uint64_t value) {
   Sweep();  // Device writes that landed came before this store.
-  // The slot went with a reset context: nothing to store into, and nobody
-  // waits (the flag was released with its session).
-  CudaDevice::Pass hold(*device_, slot_.epoch, CudaDevice::Pass::kMemory);
-  if (!hold) return;
   std::vector<uint64_t> landed;
   {
+    // Not across the notifications below (callbacks of other layers).
+    CudaDevice::Pass hold(*device_, slot_.epoch, CudaDevice::Pass::kMemory);
+    // The slot went with a reset context: nothing to store into, and
+    // nobody waits (the flag was released with its session).
+    if (!hold) return;
     // Under mu_, so that host_stored_ is the value this store replaces
     // unless a device write landed in between.
     absl::MutexLock lock(&mu_);

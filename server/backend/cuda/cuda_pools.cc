@@ -10,17 +10,18 @@ namespace gpustream::backend {
 
 // --- Events -----------------------------------------------------------------
 
-absl::StatusOr<CUevent> CudaEventPool::Get(bool timing) {
+absl::StatusOr<CudaEventPool::Pooled> CudaEventPool::Get(bool timing) {
   {
     absl::MutexLock lock(&mu_);
     auto& free = free_[timing];
     if (!free.empty()) {
-      CUevent event = free.back();
+      Pooled pooled = free.back();
       free.pop_back();
-      return event;
+      return pooled;
     }
   }
-  CudaDevice::Pass pass(*device_);
+  const uint64_t epoch = device_->epoch();
+  CudaDevice::Pass pass(*device_, epoch);
   if (!pass) return device_->PassRefused();
   if (absl::Status s = device_->MakeCurrent(); !s.ok()) return s;
   CUevent event = nullptr;
@@ -29,7 +30,7 @@ absl::StatusOr<CUevent> CudaEventPool::Get(bool timing) {
           &event, timing ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING),
       "cuEventCreate");
   if (!s.ok()) return s;
-  return event;
+  return Pooled{event, epoch};
 }
 
 void CudaEventPool::Put(CUevent event, bool timing, uint64_t epoch) {
@@ -38,7 +39,7 @@ void CudaEventPool::Put(CUevent event, bool timing, uint64_t epoch) {
     absl::MutexLock lock(&mu_);
     if (epoch != device_->epoch()) return;  // Died with its context.
     if (free_[timing].size() < kMaxPooled) {
-      free_[timing].push_back(event);
+      free_[timing].push_back({event, epoch});
       return;
     }
   }
@@ -50,7 +51,7 @@ void CudaEventPool::Put(CUevent event, bool timing, uint64_t epoch) {
 void CudaEventPool::FreeAll() {
   absl::MutexLock lock(&mu_);
   for (auto& free : free_) {
-    for (CUevent e : free) device_->driver().cuEventDestroy(e);
+    for (const Pooled& e : free) device_->driver().cuEventDestroy(e.event);
     free.clear();
   }
 }

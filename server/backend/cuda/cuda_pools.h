@@ -23,7 +23,14 @@ class CudaDevice;
 class CudaEventPool {
  public:
   explicit CudaEventPool(CudaDevice* device) : device_(device) {}
-  absl::StatusOr<CUevent> Get(bool timing);
+  // An event and the context epoch it belongs to: label what records it
+  // with that epoch, not the device's epoch read later (a reset may fall
+  // in between).
+  struct Pooled {
+    CUevent event = nullptr;
+    uint64_t epoch = 0;
+  };
+  absl::StatusOr<Pooled> Get(bool timing);
   // Back to the pool once no enqueued record or wait uses it.
   void Put(CUevent event, bool timing, uint64_t epoch);
   // After a context reset: the pooled handles died with the context.
@@ -35,7 +42,7 @@ class CudaEventPool {
   static constexpr size_t kMaxPooled = 1024;
   CudaDevice* const device_;
   absl::Mutex mu_;
-  std::vector<CUevent> free_[2] ABSL_GUARDED_BY(mu_);  // [timing]
+  std::vector<Pooled> free_[2] ABSL_GUARDED_BY(mu_);  // [timing]
 };
 
 // A block of pinned host memory for one staged copy.

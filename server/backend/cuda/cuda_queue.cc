@@ -93,7 +93,12 @@ absl::Status CudaQueue::Write(std::shared_ptr<Buffer> dst, uint64_t offset,
   auto staging = device.staging().Get(data.size());
   if (!staging.ok()) return staging.status();
   StagingLease lease(&device, *staging, core_->account(), data.size());
-  std::memcpy(lease.host(), data.data(), data.size());
+  {
+    // Pinned memory of the block's context: not once a reset frees it.
+    CudaDevice::Pass hold(device, staging->epoch, CudaDevice::Pass::kMemory);
+    if (!hold) return device.PassRefused();
+    std::memcpy(lease.host(), data.data(), data.size());
+  }
   CudaQueueCore::Op op;
   op.issue = [dst, offset, host = lease.host(),
               size = data.size()](CudaQueueCore& q) {
@@ -178,7 +183,14 @@ absl::Status CudaQueue::Record(std::shared_ptr<CudaEventPoint> point,
       point->device->dispatcher().Wake();
     }
   };
-  return core_->Submit(std::move(op));
+  absl::Status s = core_->Submit(std::move(op));
+  if (!s.ok() && !point->issued.load(std::memory_order_acquire)) {
+    // Refused outright (its done never runs): nothing will record it, so
+    // waits bound to it must not wait.
+    point->skipped.store(true, std::memory_order_release);
+    point->device->dispatcher().Wake();
+  }
+  return s;
 }
 
 absl::Status CudaQueue::WaitPoint(std::shared_ptr<CudaEventPoint> point) {
@@ -216,8 +228,8 @@ absl::Status CudaQueue::WaitQueue(Queue& other) {
   CudaDevice& device = core_->device();
   auto event = device.events().Get(/*timing=*/false);
   if (!event.ok()) return event.status();
-  auto point =
-      std::make_shared<CudaEventPoint>(&device, *event, false, device.epoch());
+  auto point = std::make_shared<CudaEventPoint>(&device, event->event, false,
+                                                event->epoch);
   // One command, this queue's: the record on `other` is internal.
   if (absl::Status s =
           static_cast<CudaQueue&>(other).Record(point, /*counted=*/false);
@@ -283,8 +295,8 @@ absl::Status CudaQueue::WriteFlag(std::shared_ptr<Flag> flag_base,
   // The event recorded right after the write, for waits on this value.
   auto event = device.events().Get(/*timing=*/false);
   if (!event.ok()) return event.status();
-  auto point =
-      std::make_shared<CudaEventPoint>(&device, *event, false, device.epoch());
+  auto point = std::make_shared<CudaEventPoint>(&device, event->event, false,
+                                                event->epoch);
   op.issue = [flag, value, point](CudaQueueCore& q) {
     const CudaDriver& driver = q.device().driver();
     if (absl::Status s =

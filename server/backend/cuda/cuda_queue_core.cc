@@ -161,15 +161,17 @@ absl::Status CudaQueueCore::MarkLocked(bool prompt) {
       return s;
     }
   } else {
-    absl::StatusOr<CUevent> event = device_->events().Get(/*timing=*/false);
+    // Of epoch_: the pass above keeps the context from being reset.
+    auto event = device_->events().Get(/*timing=*/false);
     if (!event.ok()) return event.status();
-    if (absl::Status s = device_->Check(driver.cuEventRecord(*event, stream_),
-                                        "cuEventRecord (marker)");
+    if (absl::Status s =
+            device_->Check(driver.cuEventRecord(event->event, stream_),
+                           "cuEventRecord (marker)");
         !s.ok()) {
-      device_->events().Put(*event, /*timing=*/false, epoch_);
+      device_->events().Put(event->event, /*timing=*/false, event->epoch);
       return s;
     }
-    event_marks_.push_back({issued_, *event});
+    event_marks_.push_back({issued_, event->event});
   }
   marked_ = issued_;
   if (prompt) {

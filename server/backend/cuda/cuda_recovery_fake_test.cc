@@ -46,6 +46,72 @@ TEST(CudaRecoveryFakeTest, RecoverRefusesADeviceTheResetDidNotClear) {
   EXPECT_TRUE(device->failed());
 }
 
+// The child of the case below; its objects are gone when it returns (the
+// leak checker of the ASan build would abort the child otherwise).
+void RaceRecoveriesChild() {
+  setenv("FAKECUDA_RESET_CLEARS_STICKY", "1", 1);
+  auto fail = [](const std::string& why) {
+    std::cerr << "FAILED: " << why << "\n";
+    std::exit(1);
+  };
+  auto created = OpenFakeCudaDevice();
+  if (!created.ok()) fail(created.status().ToString());
+  std::unique_ptr<CudaDevice> device = *std::move(created);
+  std::atomic<int> faults{0};
+  device->SetFatalErrorHandler([&faults](const absl::Status&) {
+    faults.fetch_add(1, std::memory_order_release);
+  });
+  std::vector<std::unique_ptr<Module>> modules = device->BuiltinModules();
+  if (modules.empty()) fail("no samples");
+  const Kernel& trap = **modules.front()->FindKernel("trap");
+  std::atomic<bool> stop{false};
+  std::atomic<int> calls{0};
+  std::thread caller([&] {
+    for (int i = 0; i < 1'000'000 && !stop.load(); ++i) {
+      const MemoryInfo m = device->memory();
+      if (m.total_bytes == 0) fail("no total memory");
+      auto q = device->CreateQueue(QueueOptions{});
+      // Either works or says the device failed (or was reset); a
+      // flag's and a write's pinned memory is never touched after
+      // the reset freed it (ASan sees that).
+      auto flag = device->CreateFlag();
+      if (flag.ok()) {
+        (*flag)->Store(static_cast<uint64_t>(i) + 1);
+        (*flag)->Load();
+      }
+      if (q.ok()) {
+        auto buffer = device->Allocate(4096, MemoryKind::kDevice);
+        if (buffer.ok()) {
+          (*q)->Write(*buffer, 0, std::string(4096, 'x')).IgnoreError();
+        }
+      }
+      if (!q.ok() && q.status().code() != absl::StatusCode::kAborted) {
+        fail(q.status().ToString());
+      }
+      if (!flag.ok() && flag.status().code() != absl::StatusCode::kAborted) {
+        fail(flag.status().ToString());
+      }
+      calls.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  for (int round = 1; round <= 200; ++round) {
+    auto q = device->CreateQueue(QueueOptions{});
+    if (!q.ok()) fail(q.status().ToString());
+    if (!(*q)->Launch(trap, {{1}, {1}}, {}).ok()) fail("trap launch");
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (faults.load(std::memory_order_acquire) < round) {
+      if (absl::Now() > deadline) fail("the fault was never reported");
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    q->reset();
+    const absl::Status recovered = device->Recover();
+    if (!recovered.ok()) fail(recovered.ToString());
+  }
+  stop.store(true);
+  caller.join();
+  if (calls.load() < 10) fail("the caller hardly ran");
+}
+
 // In a child process: the fake reads FAKECUDA_RESET_CLEARS_STICKY once.
 // 200 rounds of fault and recovery while another thread keeps asking the
 // device for its memory figures and for new queues and flags (a stats
@@ -55,56 +121,7 @@ TEST(CudaRecoveryFakeTest, CallersRacingARecoveryNeverUseTheResetContext) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
-        setenv("FAKECUDA_RESET_CLEARS_STICKY", "1", 1);
-        auto fail = [](const std::string& why) {
-          std::cerr << "FAILED: " << why << "\n";
-          std::exit(1);
-        };
-        auto created = OpenFakeCudaDevice();
-        if (!created.ok()) fail(created.status().ToString());
-        std::unique_ptr<CudaDevice> device = *std::move(created);
-        std::atomic<int> faults{0};
-        device->SetFatalErrorHandler([&faults](const absl::Status&) {
-          faults.fetch_add(1, std::memory_order_release);
-        });
-        std::vector<std::unique_ptr<Module>> modules = device->BuiltinModules();
-        if (modules.empty()) fail("no samples");
-        const Kernel& trap = **modules.front()->FindKernel("trap");
-        std::atomic<bool> stop{false};
-        std::atomic<int> calls{0};
-        std::thread caller([&] {
-          for (int i = 0; i < 1'000'000 && !stop.load(); ++i) {
-            const MemoryInfo m = device->memory();
-            if (m.total_bytes == 0) fail("no total memory");
-            auto q = device->CreateQueue(QueueOptions{});
-            // Either works or says the device failed (or was reset).
-            auto flag = device->CreateFlag();
-            if (!q.ok() && q.status().code() != absl::StatusCode::kAborted) {
-              fail(q.status().ToString());
-            }
-            if (!flag.ok() &&
-                flag.status().code() != absl::StatusCode::kAborted) {
-              fail(flag.status().ToString());
-            }
-            calls.fetch_add(1, std::memory_order_relaxed);
-          }
-        });
-        for (int round = 1; round <= 200; ++round) {
-          auto q = device->CreateQueue(QueueOptions{});
-          if (!q.ok()) fail(q.status().ToString());
-          if (!(*q)->Launch(trap, {{1}, {1}}, {}).ok()) fail("trap launch");
-          const absl::Time deadline = absl::Now() + absl::Seconds(20);
-          while (faults.load(std::memory_order_acquire) < round) {
-            if (absl::Now() > deadline) fail("the fault was never reported");
-            absl::SleepFor(absl::Milliseconds(1));
-          }
-          q->reset();
-          const absl::Status recovered = device->Recover();
-          if (!recovered.ok()) fail(recovered.ToString());
-        }
-        stop.store(true);
-        caller.join();
-        if (calls.load() < 10) fail("the caller hardly ran");
+        RaceRecoveriesChild();
         std::exit(0);
       },
       testing::ExitedWithCode(0), "");
