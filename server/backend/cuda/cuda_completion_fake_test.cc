@@ -64,15 +64,8 @@ TEST(CudaCompletionFakeTest, CompletionsDoNotWaitForTheCallbackThread) {
   ASSERT_TRUE(q->HostFunc([&host_func] { host_func.Notify(); }).ok());
   ASSERT_TRUE(
       q->Launch(add, {{1}, {1}}, {BufferArg{counter}, uint64_t{1}}).ok());
-  auto read = std::make_shared<absl::Notification>();
-  auto value = std::make_shared<uint64_t>(0);
-  ASSERT_TRUE(
-      q->Read(counter, 0, 8, [read, value](absl::StatusOr<std::string> data) {
-         if (data.ok() && data->size() == 8) {
-           std::memcpy(value.get(), data->data(), 8);
-         }
-         read->Notify();
-       }).ok());
+  // Blocks for at most kPrompt; asserted once the callback thread is free.
+  const absl::StatusOr<uint64_t> value = ReadU64(*q, counter, kPrompt);
   absl::Notification idle;
   absl::Status idle_status = absl::UnknownError("not called");
   q->OnIdle([&](absl::Status s) {
@@ -81,7 +74,6 @@ TEST(CudaCompletionFakeTest, CompletionsDoNotWaitForTheCallbackThread) {
   });
 
   const bool ran_host_func = host_func.WaitForNotificationWithTimeout(kPrompt);
-  const bool read_back = read->WaitForNotificationWithTimeout(kPrompt);
   const bool went_idle = idle.WaitForNotificationWithTimeout(kPrompt);
   // Free the callback thread before any assertion can end the test.
   blocker.release.Notify();
@@ -89,7 +81,8 @@ TEST(CudaCompletionFakeTest, CompletionsDoNotWaitForTheCallbackThread) {
   ASSERT_EQ(driver.cuStreamDestroy(other), CUDA_SUCCESS);
   EXPECT_TRUE(ran_host_func) << "the host function waited for the callback "
                                 "thread";
-  ASSERT_TRUE(read_back) << "the read waited for the callback thread";
+  ASSERT_TRUE(value.ok()) << "the read waited for the callback thread: "
+                          << value.status();
   EXPECT_EQ(*value, 42u);
   ASSERT_TRUE(went_idle) << "synchronize waited for the callback thread";
   EXPECT_TRUE(idle_status.ok()) << idle_status;

@@ -56,17 +56,8 @@ TEST(CudaFlagFakeTest, HeldWaitSeesAValueStoredLongBeforeItIsReached) {
   ASSERT_TRUE(
       q->Launch(add, {{1}, {1}}, {BufferArg{counter}, uint64_t{9}}).ok());
   for (uint64_t v = 1; v <= 200; ++v) flag->Store(v);
-  auto read = std::make_shared<absl::Notification>();
-  auto value = std::make_shared<uint64_t>(0);
-  ASSERT_TRUE(
-      q->Read(counter, 0, 8, [read, value](absl::StatusOr<std::string> data) {
-         if (data.ok() && data->size() == 8) {
-           std::memcpy(value.get(), data->data(), 8);
-         }
-         read->Notify();
-       }).ok());
-  ASSERT_TRUE(read->WaitForNotificationWithTimeout(absl::Seconds(20)))
-      << "the wait for 3 never passed";
+  absl::StatusOr<uint64_t> value = ReadU64(*q, counter, absl::Seconds(20));
+  ASSERT_TRUE(value.ok()) << "the wait for 3 never passed: " << value.status();
   EXPECT_EQ(*value, 9u);
   EXPECT_EQ(flag->Load(), 200u);
 }
@@ -100,19 +91,9 @@ TEST(CudaFlagFakeTest, AHostStoreOfTheSameValueDoesNotRetireADeviceWrite) {
   ASSERT_FALSE(writer->IsIdle());
   ASSERT_TRUE(
       waiter->Launch(add, {{1}, {1}}, {BufferArg{counter}, uint64_t{1}}).ok());
-  auto read = std::make_shared<absl::Notification>();
-  auto value = std::make_shared<uint64_t>(0);
-  ASSERT_TRUE(waiter
-                  ->Read(counter, 0, 8,
-                         [read, value](absl::StatusOr<std::string> data) {
-                           if (data.ok() && data->size() == 8) {
-                             std::memcpy(value.get(), data->data(), 8);
-                           }
-                           read->Notify();
-                         })
-                  .ok());
-  ASSERT_TRUE(read->WaitForNotificationWithTimeout(absl::Seconds(10)))
-      << "the wait for 7 missed the device's write";
+  absl::StatusOr<uint64_t> value = ReadU64(*waiter, counter);
+  ASSERT_TRUE(value.ok()) << "the wait for 7 missed the device's write: "
+                          << value.status();
   EXPECT_EQ(*value, 1u);
   EXPECT_EQ(flag->Load(), 11u);
 }
@@ -162,18 +143,8 @@ TEST(CudaFlagFakeTest, AWriteOnTheStreamIsNotReportedFailedIfItsEventIsNot) {
   ASSERT_TRUE(waiter->WaitFlag(flag, 5, WaitCondition::kEqual).ok());
   ASSERT_TRUE(
       waiter->Launch(add, {{1}, {1}}, {BufferArg{counter}, uint64_t{1}}).ok());
-  auto read = std::make_shared<absl::Notification>();
-  auto value = std::make_shared<uint64_t>(0);
-  ASSERT_TRUE(waiter
-                  ->Read(counter, 0, 8,
-                         [read, value](absl::StatusOr<std::string> data) {
-                           if (data.ok() && data->size() == 8) {
-                             std::memcpy(value.get(), data->data(), 8);
-                           }
-                           read->Notify();
-                         })
-                  .ok());
-  ASSERT_TRUE(read->WaitForNotificationWithTimeout(absl::Seconds(10)));
+  absl::StatusOr<uint64_t> value = ReadU64(*waiter, counter);
+  ASSERT_TRUE(value.ok()) << value.status();
   EXPECT_EQ(*value, 1u);
 }
 

@@ -56,20 +56,9 @@ void OlderMinorChild() {
   auto counter = *device->Allocate(8, MemoryKind::kDevice);
   Require(q->Launch(add, {{1}, {1}}, {BufferArg{counter}, uint64_t{7}}).ok(),
           "launch");
-  absl::Notification read;
-  uint64_t value = 0;
-  Require(q->Read(counter, 0, 8,
-                  [&](absl::StatusOr<std::string> data) {
-                    if (data.ok() && data->size() == 8) {
-                      std::memcpy(&value, data->data(), 8);
-                    }
-                    read.Notify();
-                  })
-              .ok(),
-          "read");
-  Require(read.WaitForNotificationWithTimeout(absl::Seconds(10)),
-          "the read never completed");
-  Require(value == 7, "add_u64 wrote " + std::to_string(value));
+  absl::StatusOr<uint64_t> value = ReadU64(*q, counter);
+  Require(value.ok(), value.status().ToString());
+  Require(*value == 7, "add_u64 wrote " + std::to_string(*value));
 }
 
 // The samples carry SASS for sm_80 and sm_90 and PTX for compute_90. An
