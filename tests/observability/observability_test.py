@@ -160,7 +160,19 @@ class ObservabilityTest(unittest.TestCase):
                 c.open_session()
         self.assertEqual(refused.exception.code, grpc.StatusCode.UNAUTHENTICATED)
 
-        after = scrape(self.daemon.metrics_url)
+        # A call is counted once its status has gone out, which the client
+        # may see first: scrape until the refused call shows (at most 5 s).
+        deadline = time.monotonic() + 5
+        while True:
+            after = scrape(self.daemon.metrics_url)
+            if any(s.name == "gpustream_rpc_requests_total" and
+                   s.labels.get("method") == "GetVersion" and
+                   s.labels.get("code") == "UNAUTHENTICATED"
+                   for s in after["gpustream_rpc_requests"].samples):
+                break
+            if time.monotonic() > deadline:
+                break  # The assertion below says what is missing.
+            time.sleep(0.05)
         rpc = "gpustream_rpc_requests"
         self.assertEqual(after[rpc].type, "counter")
         self.assertGreaterEqual(
