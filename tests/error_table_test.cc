@@ -4,6 +4,8 @@
 // untouched.
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
+#include <csignal>
 #include <cstring>
 #include <fstream>
 
@@ -485,6 +487,50 @@ TEST(ErrorTableStartupTest, CudaWithoutDriverNamesTheLibrary) {
       2);
   EXPECT_TRUE(absl::StrContains(out, "/nonexistent/libcuda.so.1") ||
               absl::StrContains(out, "no CUDA support"))
+      << out;
+}
+
+// A second daemon never takes over a live one's addresses: its unix socket
+// (which answers) and its TCP port each make the second exit 2 naming the
+// address, and the first still serves on both. Once the first is killed,
+// the socket file it left is stale and a new daemon reclaims the path.
+TEST(ErrorTableStartupTest, AddressesInUseAreRefusedStaleSocketsReclaimed) {
+  auto first = testing::DaemonProcess::Start({"--backend=cpu"});
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::string unix_target = (*first)->unix_target();
+  const std::string tcp_target = (*first)->tcp_target();
+  for (const std::string& address : {unix_target, tcp_target}) {
+    std::string out;
+    EXPECT_EQ(testing::RunCommand({testing::RunfilePath("server/gpustreamd"),
+                                   "--backend=cpu", "--listen=" + address},
+                                  &out),
+              2)
+        << out;
+    EXPECT_TRUE(absl::StrContains(out, "address in use")) << out;
+    EXPECT_TRUE(absl::StrContains(out, address)) << out;
+  }
+  for (const std::string& target : {unix_target, tcp_target}) {
+    auto stub = v1::GpuStream::NewStub(
+        grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(10));
+    v1::GetVersionRequest req;
+    v1::GetVersionResponse resp;
+    const grpc::Status s = stub->GetVersion(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << target << ": " << s.error_message();
+  }
+  // Killed, the first leaves its socket file behind: nobody answers on it.
+  // A new daemon on that path starts and serves (still running when the
+  // command's 5 s are up, then killed).
+  EXPECT_EQ((*first)->Stop(SIGKILL), 128 + SIGKILL);
+  std::string out;
+  EXPECT_EQ(testing::RunCommand({testing::RunfilePath("server/gpustreamd"),
+                                 "--backend=cpu", "--listen=" + unix_target},
+                                &out, absl::Seconds(5)),
+            -1)
+      << out;
+  EXPECT_TRUE(absl::StrContains(out, "listening address=" + unix_target))
       << out;
 }
 

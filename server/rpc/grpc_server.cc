@@ -29,6 +29,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "server/rpc/call_interceptor.h"
+#include "server/rpc/listen_address.h"
 
 namespace gpustream::rpc {
 namespace {
@@ -37,16 +38,6 @@ constexpr absl::string_view kUnixPrefix = "unix:";
 
 std::string UnixPath(absl::string_view address) {
   return std::string(address.substr(kUnixPrefix.size()));
-}
-
-// gRPC fails to bind over a socket file left by a daemon that died.
-void RemoveStaleSocket(const std::string& address) {
-  if (!IsUnixAddress(address)) return;
-  const std::string path = UnixPath(address);
-  struct stat st;
-  if (lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
-    unlink(path.c_str());
-  }
 }
 
 // The whole of the file `path`, given by --`flag`.
@@ -366,10 +357,15 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   const std::vector<std::string>& listen = options.listen;
   std::vector<int> ports(listen.size(), 0);
   bool any_unix = false;
+  // Never another live process's address: no SO_REUSEPORT, and a unix
+  // socket that answers is refused, not replaced (listen_address.h).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  for (const std::string& address : listen) {
+    if (absl::Status s = ClaimListenAddress(address); !s.ok()) return s;
+  }
   for (size_t i = 0; i < listen.size(); ++i) {
     const bool unix_socket = IsUnixAddress(listen[i]);
     any_unix |= unix_socket;
-    RemoveStaleSocket(listen[i]);
     builder.AddListeningPort(
         listen[i], unix_socket ? grpc::InsecureServerCredentials() : network,
         &ports[i]);
