@@ -36,10 +36,6 @@ namespace {
 
 constexpr absl::string_view kUnixPrefix = "unix:";
 
-std::string UnixPath(absl::string_view address) {
-  return std::string(address.substr(kUnixPrefix.size()));
-}
-
 // The whole of the file `path`, given by --`flag`.
 absl::StatusOr<std::string> ReadFlagFile(absl::string_view flag,
                                          const std::string& path) {
@@ -250,6 +246,10 @@ absl::Status ApplySocketPermissions(const ServerOptions& options,
 }
 
 }  // namespace
+
+std::string UnixPath(absl::string_view address) {
+  return std::string(address.substr(kUnixPrefix.size()));
+}
 
 bool IsUnixAddress(absl::string_view address) {
   return absl::StartsWith(address, kUnixPrefix);

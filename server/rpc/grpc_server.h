@@ -69,6 +69,8 @@ struct ServerOptions {
 // other than localhost, nor anything that does not parse.
 bool IsLoopbackAddress(absl::string_view address);
 bool IsUnixAddress(absl::string_view address);
+// The socket path of a unix listen address ("unix:PATH" -> "PATH").
+std::string UnixPath(absl::string_view address);
 
 // Everything Start checks before it binds, so the daemon can refuse bad
 // flags before it brings up devices: tls_cert and tls_key given together

@@ -26,7 +26,7 @@ absl::Status InUse(const std::string& address, absl::string_view why) {
 }
 
 absl::Status ClaimUnixSocket(const std::string& address) {
-  const std::string path = address.substr(std::strlen("unix:"));
+  const std::string path = UnixPath(address);
   struct stat st;
   if (lstat(path.c_str(), &st) != 0) return absl::OkStatus();  // Free.
   if (!S_ISSOCK(st.st_mode)) {

@@ -2,7 +2,6 @@
 // the queue's own stream (a progress word its markers write, polled), never
 // from a host function, which needs the driver's callback thread.
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>

@@ -2,7 +2,6 @@
 // every value stored after it was enqueued, however many follow.
 #include <atomic>
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>

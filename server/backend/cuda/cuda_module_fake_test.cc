@@ -5,14 +5,12 @@
 // (FAKECUDA_COMPUTE_CAPABILITY) once per process.
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "server/backend/cuda/cuda_device.h"
