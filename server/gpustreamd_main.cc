@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "absl/flags/usage.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "proto/gpustream/v1/server_config.pb.h"
@@ -26,12 +28,14 @@
 #include "server/metrics/stats_collector.h"
 #include "server/rpc/grpc_server.h"
 #include "server/session/server_core.h"
+#include "server/tenants/operator_token.h"
 #include "server/tenants/tenant_registry.h"
 
 ABSL_FLAG(std::vector<std::string>, listen, {},
           "Addresses to serve, comma-separated or repeated: unix:/path or "
           "host:port (port 0 picks a free one). Default: "
-          "unix:/tmp/gpustreamd.sock,127.0.0.1:50051");
+          "unix:/tmp/gpustreamd.sock only. Plaintext TCP, even on loopback, "
+          "authenticates nobody unless tenants are configured (--config)");
 ABSL_FLAG(std::string, backend, "",
           "auto | cpu | cuda | hip. auto (default) picks a GPU backend whose "
           "driver loads, else the embedded CPU backend");
@@ -93,6 +97,13 @@ ABSL_FLAG(bool, allow_insecure_tcp, false,
 ABSL_FLAG(std::string, unix_socket_mode, "0660",
           "Permission bits of unix: sockets, in octal (at most 0777). The "
           "socket is the daemon user's alone (0600) until they are set");
+ABSL_FLAG(std::string, operator_token_file, "",
+          "Where to write the operator token, a random secret drawn at each "
+          "start (mode 0600: the daemon's user and root read it) that makes "
+          "its bearer an admin (tenant local-operator), tenants configured "
+          "or not; removed at exit. gpustreamctl reads it by itself. "
+          "Default: the first unix: socket's path + \".operator-token\"; "
+          "\"none\": no operator token");
 ABSL_FLAG(std::string, unix_socket_group, "",
           "Group (name or gid) given the unix: sockets, so its members may "
           "connect under the default mode 0660. The daemon's user must be "
@@ -163,23 +174,80 @@ absl::StatusOr<rpc::ServerOptions> TransportOptionsFromFlags(
   return options;
 }
 
-// "listening on ..." with how each listener is secured.
+// "listening on ..." with how each listener is secured and who it lets
+// in. Without tenants a TCP listener (TLS or not, loopback or not)
+// authenticates nobody: any process that reaches it may open sessions and
+// allocate device memory, which is worth a warning; a unix socket is
+// guarded by its file permissions.
 void LogListeners(const rpc::GrpcServer& server,
-                  const rpc::ServerOptions& options) {
+                  const rpc::ServerOptions& options, bool tenants_configured) {
   const auto& addresses = server.addresses();
   for (size_t i = 0; i < addresses.size(); ++i) {
+    const bool unix_socket = rpc::IsUnixAddress(addresses[i]);
     const char* security = "plaintext";
     if (server.tls(i)) {
       security = options.tls_client_ca.empty()
                      ? "TLS"
                      : "TLS, client certificates verified";
-    } else if (rpc::IsUnixAddress(addresses[i])) {
+    } else if (unix_socket) {
       security = "plaintext, local";
+    }
+    std::string authentication = "tenant tokens or certificates";
+    if (!tenants_configured) {
+      authentication =
+          unix_socket
+              ? absl::StrFormat("none: socket file permissions (mode %04o)",
+                                options.unix_socket_mode)
+              : "none";
     }
     log::Info("listening")
         .Str("address", addresses[i])
-        .Str("security", security);
+        .Str("security", security)
+        .Str("authentication", authentication);
+    if (!tenants_configured && !unix_socket) {
+      log::Warning("unauthenticated_listener")
+          .Str("address", addresses[i])
+          .Str("meaning",
+               "no tenants are configured: any process that can reach this "
+               "address may open sessions and use the devices")
+          .Str("action",
+               "configure tenants (--config) or listen on a unix socket only");
+    }
   }
+}
+
+// --operator_token_file as a path: the flag, else beside the first unix
+// socket; empty for none.
+std::string OperatorTokenPathFromFlags(const std::vector<std::string>& listen) {
+  const std::string flag = absl::GetFlag(FLAGS_operator_token_file);
+  if (flag == "none") return "";
+  if (!flag.empty()) return flag;
+  for (const std::string& address : listen) {
+    if (rpc::IsUnixAddress(address)) {
+      return tenants::OperatorTokenPath(rpc::UnixPath(address));
+    }
+  }
+  return "";
+}
+
+// Writes the operator token and enables it: after the listeners are bound,
+// so a daemon refused an address never touches a live one's file. A file
+// that cannot be written leaves the daemon without an operator (warned):
+// another user's file in a sticky /tmp must not stop it serving.
+std::optional<tenants::OperatorTokenFile> EnableOperatorToken(
+    session::ServerCore& core, const std::string& path) {
+  if (path.empty()) return std::nullopt;
+  const std::string token = tenants::OperatorTokenFile::NewToken();
+  auto file = tenants::OperatorTokenFile::Write(path, token);
+  if (!file.ok()) {
+    log::Warning("no_operator_token")
+        .Str("meaning", "no local operator: admin calls need an admin tenant")
+        .Status(file.status());
+    return std::nullopt;
+  }
+  core.EnableOperatorToken(token, path);
+  log::Info("operator_token").Str("path", path);
+  return *std::move(file);
 }
 
 // SIGHUP: rereads --config's tenants (weights, quotas, credentials). A
@@ -245,7 +313,9 @@ int Run(int argc, char** argv) {
   std::vector<std::string> listen = absl::GetFlag(FLAGS_listen);
   if (listen.empty())
     listen.assign(config->listen().begin(), config->listen().end());
-  if (listen.empty()) listen = {"unix:/tmp/gpustreamd.sock", "127.0.0.1:50051"};
+  // Unix socket only: its file permissions decide who may connect. TCP,
+  // where any local user can connect, only when asked for.
+  if (listen.empty()) listen = {"unix:/tmp/gpustreamd.sock"};
   std::vector<std::string> module_folders = absl::GetFlag(FLAGS_modules);
   if (module_folders.empty()) {
     module_folders.assign(config->modules().begin(), config->modules().end());
@@ -304,13 +374,14 @@ int Run(int argc, char** argv) {
   }
   auto tenants = tenants::TenantRegistry::Create(*config);
   if (!tenants.ok()) return StartFailed(tenants.status());
-  if ((*tenants)->configured()) {
+  const bool tenants_configured = (*tenants)->configured();
+  if (tenants_configured) {
     log::Info("tenants").Num("configured", (*tenants)->All().size());
   } else {
     log::Warning("no_tenants")
         .Str("meaning",
              "every caller is the tenant 'default' (not an admin); no "
-             "authentication");
+             "authentication beyond unix socket permissions");
   }
   auto core =
       session::ServerCore::Create(std::move(devices->devices), module_folders,
@@ -365,7 +436,9 @@ int Run(int argc, char** argv) {
         .Str("backend", m.backend())
         .Num("kernels", m.kernels_size());
   }
-  LogListeners(**server, *transport);
+  LogListeners(**server, *transport, tenants_configured);
+  std::optional<tenants::OperatorTokenFile> operator_token =
+      EnableOperatorToken(**core, OperatorTokenPathFromFlags(listen));
   if (const std::string ready = absl::GetFlag(FLAGS_ready_file);
       !ready.empty()) {
     const std::string tmp = ready + ".tmp";

@@ -10,6 +10,7 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -508,8 +509,10 @@ TEST_F(GpustreamctlTest, StatsShowUsageAgainstQuotas) {
 }
 
 TEST_F(GpustreamctlTest, NotAuthorizedExits4) {
-  // No token, with tenants configured.
-  CtlRun run = RunCtl({"sessions", UnixTarget()});
+  // No token, with tenants configured (over TCP: on the unix socket this
+  // root test process would read the operator token).
+  CtlRun run = RunCtl({"sessions", "--target=" + daemon().tcp_target(),
+                       "--tls_ca=" + shared_->certs.ca_cert});
   EXPECT_EQ(run.exit_code, 4) << run;
   EXPECT_THAT(run.out, IsEmpty());
   EXPECT_THAT(run.err, StartsWith("gpustreamctl: sessions: UNAUTHENTICATED: "));
@@ -545,6 +548,72 @@ TEST_F(GpustreamctlTest, TokenSources) {
                               absl::StrCat("GPUSTREAM_TOKEN=", kOpsToken)});
   EXPECT_EQ(run.exit_code, 0) << run;
   unlink(file.c_str());
+}
+
+// The local operator: the daemon writes a fresh operator token beside its
+// unix socket, readable by its user and root only, and gpustreamctl on that
+// socket sends it when given no token: the admin commands work on a daemon
+// with tenants (here) and without (below).
+TEST_F(GpustreamctlTest, OperatorTokenMakesTheLocalUserAnAdmin) {
+  const std::string socket = daemon().unix_target().substr(5);
+  const std::string token_path = socket + ".operator-token";
+  struct stat st;
+  ASSERT_EQ(stat(token_path.c_str(), &st), 0) << token_path;
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(st.st_uid, getuid());
+  CtlRun run = RunCtl({"stats", "--json", UnixTarget()});
+  ASSERT_EQ(run.exit_code, 0) << run;
+  const auto stats = ParseJson<v1::GetStatsResponse>(run.out);
+  std::vector<std::string> names;
+  for (const auto& t : stats.tenants()) names.push_back(t.tenant());
+  EXPECT_THAT(names, ::testing::Contains("local-operator")) << run;
+  // An explicit token wins: a plain tenant is no admin, and the refusal
+  // says how to become one.
+  run = RunCtl({"sessions", UnixTarget()},
+               {absl::StrCat("GPUSTREAM_TOKEN=", kAliceToken)});
+  EXPECT_EQ(run.exit_code, 4) << run;
+  EXPECT_THAT(run.err, HasSubstr("tenant 'alice' is not an admin")) << run;
+  EXPECT_THAT(run.err, HasSubstr("operator token in " + token_path)) << run;
+
+  // A daemon without tenants: every caller is "default", no admin, but the
+  // local operator is.
+  auto bare = testing::DaemonProcess::Start({"--backend=cpu"});
+  ASSERT_TRUE(bare.ok()) << bare.status();
+  const std::string bare_target = "--target=" + (*bare)->unix_target();
+  const std::string bare_token = (*bare)->unix_target().substr(5) +
+                                 ".operator-token";
+  run = RunCtl({"sessions", bare_target});
+  EXPECT_EQ(run.exit_code, 0) << run;
+  // Its log says who each listener lets in, and warns of open TCP.
+  const std::string log = (*bare)->log();
+  EXPECT_THAT(log, HasSubstr(absl::StrCat(
+                       "address=", (*bare)->unix_target(),
+                       " security=\"plaintext, local\" "
+                       "authentication=\"none: socket file permissions "
+                       "(mode 0660)\"")));
+  EXPECT_THAT(log, HasSubstr(absl::StrCat("event=unauthenticated_listener "
+                                          "address=",
+                                          (*bare)->tcp_target())));
+  EXPECT_THAT(log, HasSubstr("event=operator_token path=" + bare_token));
+  run = RunCtl({"sessions", bare_target}, {"GPUSTREAM_TOKEN=not-the-token"});
+  EXPECT_EQ(run.exit_code, 4) << run;
+  EXPECT_THAT(run.err, HasSubstr("tenant 'default' is not an admin")) << run;
+  EXPECT_THAT(run.err, HasSubstr(bare_token)) << run;
+  // The file goes with the daemon.
+  EXPECT_EQ((*bare)->Stop(SIGTERM), 0);
+  EXPECT_NE(access(bare_token.c_str(), F_OK), 0);
+
+  // --operator_token_file=none: no operator, and the refusal says so.
+  auto none = testing::DaemonProcess::Start(
+      {"--backend=cpu", "--operator_token_file=none"});
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_NE(access(((*none)->unix_target().substr(5) + ".operator-token")
+                       .c_str(),
+                   F_OK),
+            0);
+  run = RunCtl({"sessions", "--target=" + (*none)->unix_target()});
+  EXPECT_EQ(run.exit_code, 4) << run;
+  EXPECT_THAT(run.err, HasSubstr("has no operator token")) << run;
 }
 
 TEST_F(GpustreamctlTest, UnreachableOrSilentDaemonExits3Quickly) {

@@ -478,7 +478,7 @@ TEST_P(TenancyTest, AdminListsKillsAndReadsStats) {
       absl::Seconds(10), [&] { return Stats("alice").sessions() == 0; }));
   v1::GetStatsResponse stats;
   ASSERT_TRUE(admin_->GetStats(As("ops").get(), {}, &stats).ok());
-  EXPECT_EQ(stats.tenants_size(), 4);
+  EXPECT_EQ(stats.tenants_size(), 5);  // With local-operator.
   ASSERT_EQ(stats.devices_size(), 1);
   EXPECT_GT(stats.devices(0).memory_total_bytes(), 0u);
   EXPECT_TRUE(absl::StrContains(

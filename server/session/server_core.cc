@@ -204,12 +204,11 @@ absl::Status ServerCore::ReloadTenants(const v1::ServerConfig& config) {
   return absl::OkStatus();
 }
 
-namespace {
-
 // The admin check, with a log line for every refusal: an operator wants to
 // see who probed the Admin service.
-absl::Status RequireAdmin(const Principal& who, absl::string_view action) {
-  absl::Status allowed = tenants::TenantRegistry::RequireAdmin(who, action);
+absl::Status ServerCore::RequireAdmin(const Principal& who,
+                                      absl::string_view action) const {
+  absl::Status allowed = tenants_->RequireAdmin(who, action);
   if (!allowed.ok()) {
     log::Warning("admin_denied")
         .Str("tenant", who.name())
@@ -217,8 +216,6 @@ absl::Status RequireAdmin(const Principal& who, absl::string_view action) {
   }
   return allowed;
 }
-
-}  // namespace
 
 absl::Status ServerCore::ListSessions(const Principal& who,
                                       const v1::ListSessionsRequest&,

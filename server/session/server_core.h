@@ -102,6 +102,10 @@ class ServerCore {
   bool shutting_down() const { return shutting_down_.load(); }
 
   SessionManager& sessions() { return *sessions_; }
+  // See TenantRegistry::EnableOperatorToken.
+  void EnableOperatorToken(const std::string& token, const std::string& path) {
+    tenants_->EnableOperatorToken(token, path);
+  }
   // Module files each device's registry refused, and why.
   std::vector<absl::Status> RefusedModules() const;
 
@@ -111,6 +115,9 @@ class ServerCore {
   // A device's fatal error: abort its sessions (ABORTED naming the cause),
   // then reset the device so that new sessions work.
   void OnDeviceFailure(uint32_t device_id, const absl::Status& cause);
+  // PERMISSION_DENIED unless `who` is an admin, logged (admin_denied).
+  absl::Status RequireAdmin(const Principal& who,
+                            absl::string_view action) const;
 
   std::unique_ptr<tenants::TenantRegistry> tenants_;
   std::vector<std::unique_ptr<backend::Device>> devices_;

@@ -11,6 +11,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "server/tenants/operator_token_path.h"
 
 namespace gpustream::tenants {
 namespace {
@@ -63,6 +64,11 @@ absl::StatusOr<TenantRegistry::Parsed> TenantRegistry::Parse(
     const std::string where = absl::StrCat("tenants[", i, "]");
     if (t.name().empty()) {
       return absl::InvalidArgumentError(absl::StrCat(where, ".name is empty"));
+    }
+    if (t.name() == kOperatorTenant) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ".name '", t.name(),
+                       "' is reserved for the daemon's operator token"));
     }
     if (!names.insert(t.name()).second) {
       return absl::InvalidArgumentError(
@@ -144,6 +150,7 @@ absl::StatusOr<std::vector<std::string>> TenantRegistry::Reload(
     if (!next.contains(name)) removed.push_back(name);
   }
   by_name_ = std::move(next);
+  default_quota_ = EffectiveQuota({}, config);
   digests_ = std::move(parsed->digests);
   subjects_ = std::move(parsed->subjects);
   configured_ = config.tenants_size() > 0;
@@ -153,9 +160,16 @@ absl::StatusOr<std::vector<std::string>> TenantRegistry::Reload(
 absl::StatusOr<Principal> TenantRegistry::Authenticate(
     const Credentials& credentials) const {
   absl::MutexLock lock(&mu_);
+  const std::string digest =
+      credentials.bearer_token.has_value() ? Sha256(*credentials.bearer_token)
+                                           : std::string();
+  if (operator_ != nullptr && !digest.empty() &&
+      CRYPTO_memcmp(operator_digest_.data(), digest.data(), digest.size()) ==
+          0) {
+    return Principal{operator_};
+  }
   if (!configured_) return Principal{by_name_.at(kDefaultTenant)};
   if (credentials.bearer_token.has_value()) {
-    const std::string digest = Sha256(*credentials.bearer_token);
     // Every digest is compared, in constant time, so the time taken says
     // nothing about which (or whether one) matched.
     const std::string* match = nullptr;
@@ -187,7 +201,17 @@ std::vector<std::shared_ptr<Tenant>> TenantRegistry::All() const {
   absl::MutexLock lock(&mu_);
   std::vector<std::shared_ptr<Tenant>> all;
   for (const auto& [name, tenant] : by_name_) all.push_back(tenant);
+  if (operator_ != nullptr) all.push_back(operator_);
   return all;
+}
+
+void TenantRegistry::EnableOperatorToken(const std::string& token,
+                                         const std::string& token_path) {
+  absl::MutexLock lock(&mu_);
+  operator_digest_ = Sha256(token);
+  operator_ = std::make_shared<Tenant>(kOperatorTenant, /*admin=*/true,
+                                       /*weight=*/1, default_quota_);
+  operator_token_path_ = token_path;
 }
 
 bool TenantRegistry::configured() const {
@@ -196,10 +220,22 @@ bool TenantRegistry::configured() const {
 }
 
 absl::Status TenantRegistry::RequireAdmin(const Principal& who,
-                                          absl::string_view rpc) {
+                                          absl::string_view rpc) const {
   if (who.admin()) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  const std::string how =
+      operator_ != nullptr
+          ? absl::StrCat("send an admin tenant's token, or the operator token "
+                         "in ",
+                         operator_token_path_,
+                         " (readable by root and the daemon's user; "
+                         "gpustreamctl reads it by itself)")
+          : "send an admin tenant's token (a tenant with admin: true in "
+            "--config); this daemon has no operator token "
+            "(--operator_token_file)";
   return absl::PermissionDeniedError(absl::StrCat(
-      rpc, " is an admin RPC; tenant '", who.name(), "' is not an admin"));
+      rpc, " is an admin RPC; tenant '", who.name(), "' is not an admin: ",
+      how));
 }
 
 }  // namespace gpustream::tenants

@@ -33,9 +33,18 @@ class TenantRegistry {
   static absl::StatusOr<std::unique_ptr<TenantRegistry>> Create(
       const v1::ServerConfig& config);
 
-  // With tenants configured: the tenant whose token digest or TLS subject
-  // matches (a bearer token is checked first), else UNAUTHENTICATED saying
-  // what was missing or wrong. Without: the tenant "default".
+  // The operator token's tenant (operator_token.h): the admin tenant
+  // "local-operator", with the daemon's default quota, authenticated by
+  // `token` from now on, tenants configured or not. Call once, before
+  // serving.
+  void EnableOperatorToken(const std::string& token,
+                           const std::string& token_path);
+
+  // The operator token, when one is enabled and the bearer token is it:
+  // the tenant "local-operator". Else, with tenants configured: the tenant
+  // whose token digest or TLS subject matches (a bearer token is checked
+  // first), else UNAUTHENTICATED saying what was missing or wrong. Without:
+  // the tenant "default".
   absl::StatusOr<Principal> Authenticate(const Credentials& credentials) const;
 
   // SIGHUP: tenants, weights and quotas from `config` (a tenant whose quota
@@ -52,8 +61,9 @@ class TenantRegistry {
   std::vector<std::shared_ptr<Tenant>> All() const;
   bool configured() const;
 
-  // PERMISSION_DENIED unless `who` is an admin; names the RPC.
-  static absl::Status RequireAdmin(const Principal& who, absl::string_view rpc);
+  // PERMISSION_DENIED unless `who` is an admin; names the RPC and says how
+  // to call as an admin.
+  absl::Status RequireAdmin(const Principal& who, absl::string_view rpc) const;
 
  private:
   TenantRegistry() = default;
@@ -68,6 +78,12 @@ class TenantRegistry {
   std::vector<std::pair<std::string, std::string>> digests_
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::string> subjects_ ABSL_GUARDED_BY(mu_);
+  // The operator token's digest and tenant, and where the token is; unset
+  // without one. Kept apart from by_name_: reloads leave them alone.
+  std::string operator_digest_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<Tenant> operator_ ABSL_GUARDED_BY(mu_);
+  std::string operator_token_path_ ABSL_GUARDED_BY(mu_);
+  v1::Quota default_quota_ ABSL_GUARDED_BY(mu_);
 };
 
 // SHA-256 of `data`, as 64 lowercase hex digits (for tools and tests that

@@ -23,9 +23,43 @@ TEST(TenantRegistryTest, WithoutTenantsEveryCallerIsTheNonAdminDefault) {
   ASSERT_TRUE(who.ok()) << who.status();
   EXPECT_EQ(who->name(), "default");
   EXPECT_FALSE(who->admin());
-  EXPECT_EQ(TenantRegistry::RequireAdmin(*who, "KillSession").code(),
+  EXPECT_EQ((*registry)->RequireAdmin(*who, "KillSession").code(),
             absl::StatusCode::kPermissionDenied);
   EXPECT_FALSE((*registry)->configured());
+}
+
+// The operator token authenticates an admin with tenants and without, and
+// survives reloads; any other token is unchanged in meaning.
+TEST(TenantRegistryTest, OperatorTokenIsTheLocalOperatorsAdminCredential) {
+  auto bare = TenantRegistry::Create({});
+  ASSERT_TRUE(bare.ok());
+  (*bare)->EnableOperatorToken("op-secret", "/run/x.sock.operator-token");
+  auto op = (*bare)->Authenticate(Token("op-secret"));
+  ASSERT_TRUE(op.ok()) << op.status();
+  EXPECT_EQ(op->name(), "local-operator");
+  EXPECT_TRUE(op->admin());
+  EXPECT_EQ((*bare)->Authenticate(Token("op-secreT"))->name(), "default");
+  const absl::Status denied =
+      (*bare)->RequireAdmin(*(*bare)->Authenticate({}), "GetStats");
+  EXPECT_EQ(denied.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(denied.message().find("/run/x.sock.operator-token"),
+            std::string::npos)
+      << denied;
+
+  const v1::ServerConfig config = Config(
+      "tenants { name: 'alice' token_sha256: '" + Sha256Hex("a") + "' }");
+  auto with = TenantRegistry::Create(config);
+  ASSERT_TRUE(with.ok());
+  (*with)->EnableOperatorToken("op-secret", "/p");
+  ASSERT_TRUE((*with)->Reload(config).ok());
+  EXPECT_TRUE((*with)->Authenticate(Token("op-secret"))->admin());
+  EXPECT_EQ((*with)->Authenticate(Token("a"))->name(), "alice");
+  EXPECT_EQ((*with)->All().size(), 2u);
+
+  auto reserved =
+      TenantRegistry::Create(Config("tenants { name: 'local-operator' }"));
+  EXPECT_EQ(reserved.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(reserved.status().message().find("reserved"), std::string::npos);
 }
 
 TEST(TenantRegistryTest, TokensMatchByDigestAndSubjectsByName) {

@@ -1,6 +1,8 @@
 // Option resolution and the channel to the daemon.
 #include "tools/gpustreamctl/connection.h"
 
+#include <unistd.h>
+
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -10,8 +12,10 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "client/session_core.h"
+#include "server/tenants/operator_token_path.h"
 
 namespace gpustream::ctl {
 namespace {
@@ -75,9 +79,20 @@ absl::StatusOr<Options> ResolveOptions(const RawOptions& raw) {
     if (!token.ok()) return token.status();
     options.token = *std::move(token);
     source = "--token_file";
-  } else {
+  } else if (!raw.env_token.empty()) {
     options.token = raw.env_token;
     source = "$GPUSTREAM_TOKEN";
+  } else if (absl::StartsWith(options.target, "unix:")) {
+    // The local operator: the daemon's operator token beside its socket,
+    // when this user may read it (root or the daemon's user). Anyone else
+    // goes on without a token.
+    const std::string path = tenants::OperatorTokenPath(
+        absl::StripPrefix(options.target, "unix:"));
+    if (access(path.c_str(), R_OK) == 0) {
+      absl::StatusOr<std::string> token = ReadTokenFile(path);
+      if (token.ok()) options.token = *std::move(token);
+      source = path;
+    }
   }
   if (absl::Status s = CheckToken(options.token, source); !s.ok()) return s;
 

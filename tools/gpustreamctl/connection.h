@@ -43,7 +43,8 @@ struct Options {
 
 // Resolves `raw`: target from --target, else $GPUSTREAM_TARGET, else
 // kDefaultTarget; token from --token or --token_file (not both), else
-// $GPUSTREAM_TOKEN; TLS when any --tls_* flag is given. InvalidArgument
+// $GPUSTREAM_TOKEN, else, for a unix: target, the daemon's operator token
+// file beside the socket when this user can read it; TLS when any --tls_* flag is given. InvalidArgument
 // (a usage error) for both token flags, an unreadable or empty token file,
 // a token that cannot travel in a header, unreadable TLS files, TLS on a
 // unix: target, or a timeout that is not positive. Messages name files and

@@ -1,0 +1,49 @@
+// The operator token: the local operator's admin credential on a daemon
+// with or without tenants.
+//
+// At start the daemon draws a random token and writes it to a file only its
+// own user can read (mode 0600; root reads it too). A caller that presents
+// it as its bearer token is the tenant "local-operator", an admin. File
+// permissions are the rule, as for the unix socket itself: whoever can read
+// the file is the daemon's user or root. A new token each start, so a copy
+// read once stops working when the daemon restarts. gpustreamctl reads the
+// file by itself (operator_token_path.h).
+#ifndef GPUSTREAM_SERVER_TENANTS_OPERATOR_TOKEN_H_
+#define GPUSTREAM_SERVER_TENANTS_OPERATOR_TOKEN_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/tenants/operator_token_path.h"
+
+namespace gpustream::tenants {
+
+// Owns the token file: removes it when destroyed. Not thread-safe (made and
+// dropped by the daemon's main thread).
+class OperatorTokenFile {
+ public:
+  // A fresh token (32 random bytes, 64 hex digits); nothing written yet.
+  static std::string NewToken();
+
+  // Writes `token` to `path`, created anew with mode 0600 (a file already
+  // there is removed first: one a daemon that died left behind). Never
+  // writes through a symlink or into a file it did not create. An error
+  // names the path and what failed (e.g. the file belongs to another user
+  // in a sticky /tmp).
+  static absl::StatusOr<OperatorTokenFile> Write(const std::string& path,
+                                                 const std::string& token);
+
+  OperatorTokenFile(OperatorTokenFile&& other) noexcept;
+  OperatorTokenFile& operator=(OperatorTokenFile&&) = delete;
+  ~OperatorTokenFile();
+
+  const std::string& path() const { return path_; }
+
+ private:
+  explicit OperatorTokenFile(std::string path) : path_(std::move(path)) {}
+  std::string path_;  // Empty once moved from.
+};
+
+}  // namespace gpustream::tenants
+
+#endif  // GPUSTREAM_SERVER_TENANTS_OPERATOR_TOKEN_H_
