@@ -41,6 +41,8 @@
 #include "absl/time/time.h"
 #include "server/backend/cpu/cpu_device.h"
 #include "server/backend/work_account.h"
+#include "server/usage.h"
+#include "server/version.h"
 
 ABSL_FLAG(double, seconds, 4.0, "Measured seconds per fairness scenario");
 ABSL_FLAG(double, warmup_seconds, 0.5, "Unmeasured seconds before each");
@@ -272,6 +274,9 @@ int Main() {
 }  // namespace gpustream::bench
 
 int main(int argc, char** argv) {
+  gpustream::SetUsage("fair_share_bench",
+                      "the CPU device's fair shares between tenants.\nUsage: "
+                      "fair_share_bench [flags]");
   absl::ParseCommandLine(argc, argv);
   return gpustream::bench::Main();
 }

@@ -36,6 +36,8 @@
 #include "server/backend/cuda/cuda_driver.h"
 #include "server/backend/cuda/cuda_module.h"
 #include "server/backend/cuda/cuda_status.h"
+#include "server/usage.h"
+#include "server/version.h"
 
 ABSL_FLAG(std::string, cuda_driver, "libcuda.so.1",
           "The CUDA driver library: a file name searched as dlopen does, or "
@@ -521,6 +523,10 @@ int Run() {
 }  // namespace gpustream::bench
 
 int main(int argc, char** argv) {
+  gpustream::SetUsage(
+      "gpu_bench",
+      "the CUDA backend through gpustreamd against the CUDA driver used "
+      "directly, on device 0.\nUsage: gpu_bench [flags]");
   absl::ParseCommandLine(argc, argv);
   return gpustream::bench::Run();
 }

@@ -19,6 +19,8 @@
 #include "server/backend/cpu/cpu_device.h"
 #include "server/metrics/metrics.h"
 #include "server/modules/module_registry.h"
+#include "server/usage.h"
+#include "server/version.h"
 
 ABSL_FLAG(int, round_trips, 5000, "Round trips per latency figure");
 ABSL_FLAG(int, launches, 200000, "Launches per throughput figure");
@@ -142,6 +144,10 @@ int Run() {
 }  // namespace gpustream::bench
 
 int main(int argc, char** argv) {
+  gpustream::SetUsage(
+      "gpustream_bench",
+      "gRPC floor, SynchronizeQueue round trips and pipelined launches, side "
+      "by side.\nUsage: gpustream_bench [flags]");
   absl::ParseCommandLine(argc, argv);
   return gpustream::bench::Run();
 }

@@ -24,6 +24,8 @@
 #include "bench/bench_util.h"
 #include "client/gpustream.h"
 #include "proto/gpustream/v1/gpustream.grpc.pb.h"
+#include "server/usage.h"
+#include "server/version.h"
 
 ABSL_FLAG(std::string, daemon, "bazel-bin/server/gpustreamd",
           "The gpustreamd binary to measure");
@@ -165,6 +167,9 @@ int Run() {
 }  // namespace gpustream::bench
 
 int main(int argc, char** argv) {
+  gpustream::SetUsage("idle_sessions_bench",
+                      "what 1,000 idle sessions cost a gpustreamd "
+                      "process.\nUsage: idle_sessions_bench [flags]");
   absl::ParseCommandLine(argc, argv);
   return gpustream::bench::Run();
 }

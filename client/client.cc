@@ -7,16 +7,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/connect_failure.h"
 #include "client/wire.h"
 
 namespace gpustream::client {
 
 Client::Client(std::shared_ptr<grpc::Channel> channel, std::string token,
-               uint32_t version)
+               uint32_t version,
+               std::shared_ptr<const KernelSignatures> signatures)
     : channel_(std::move(channel)),
       stub_(v1::GpuStream::NewStub(channel_)),
       token_(std::move(token)),
-      version_(version) {}
+      version_(version),
+      signatures_(std::move(signatures)) {}
 
 std::unique_ptr<grpc::ClientContext> Client::NewContext() const {
   return NewClientContext(token_);
@@ -73,24 +76,56 @@ std::shared_ptr<grpc::Channel> OpenChannel(const std::string& target,
   return grpc::CreateCustomChannel(target, credentials, args);
 }
 
+namespace {
+
+// The version handshake on `channel`. Without wait-for-ready: a daemon that
+// is not there fails at once, with gRPC's reason, instead of after
+// `options.timeout`.
+absl::StatusOr<uint32_t> Handshake(grpc::Channel& channel,
+                                   const std::string& target,
+                                   const ConnectOptions& options) {
+  auto stub = v1::GpuStream::NewStub(
+      std::shared_ptr<grpc::Channel>(&channel, [](grpc::Channel*) {}));
+  auto context = NewClientContext(options.token);
+  context->set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));
+  v1::GetVersionRequest request;
+  request.set_min_version(Client::kMinVersion);
+  request.set_max_version(Client::kMaxVersion);
+  v1::GetVersionResponse response;
+  grpc::Status status = stub->GetVersion(context.get(), request, &response);
+  if (!status.ok()) {
+    return ExplainConnectFailure(target, options.tls.has_value(),
+                                 options.timeout, status);
+  }
+  return response.version();
+}
+
+}  // namespace
+
 absl::StatusOr<Client> Client::Connect(const std::string& target,
                                        const ConnectOptions& options) {
-  return Connect(OpenChannel(target, options), options);
+  ConnectOptions resolved = options;
+  resolved.token = ResolveToken(options.token);
+  const std::string address = ResolveTarget(target);
+  auto channel = OpenChannel(address, resolved);
+  auto version = Handshake(*channel, address, resolved);
+  if (!version.ok()) return version.status();
+  auto stub = v1::GpuStream::NewStub(channel);
+  auto signatures =
+      KernelSignatures::Fetch(*stub, resolved.token, resolved.timeout);
+  return Client(std::move(channel), resolved.token, *version,
+                std::move(signatures));
 }
 
 absl::StatusOr<Client> Client::Connect(std::shared_ptr<grpc::Channel> channel,
                                        const ConnectOptions& options) {
+  auto version = Handshake(*channel, "the channel given", options);
+  if (!version.ok()) return version.status();
   auto stub = v1::GpuStream::NewStub(channel);
-  auto context = NewClientContext(options.token);
-  context->set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));
-  context->set_wait_for_ready(true);  // Ride out a daemon still starting.
-  v1::GetVersionRequest request;
-  request.set_min_version(kMinVersion);
-  request.set_max_version(kMaxVersion);
-  v1::GetVersionResponse response;
-  grpc::Status status = stub->GetVersion(context.get(), request, &response);
-  if (!status.ok()) return FromGrpc(status);
-  return Client(std::move(channel), options.token, response.version());
+  auto signatures =
+      KernelSignatures::Fetch(*stub, options.token, options.timeout);
+  return Client(std::move(channel), options.token, *version,
+                std::move(signatures));
 }
 
 absl::StatusOr<v1::GetServerInfoResponse> Client::server_info() const {
@@ -126,7 +161,8 @@ absl::StatusOr<std::unique_ptr<Session>> Client::open_session(
   grpc::Status s = stub_->OpenSession(NewContext().get(), request, &response);
   if (!s.ok()) return FromGrpc(s);
   return std::make_unique<Session>(std::make_shared<SessionCore>(
-      channel_, token_, response.session_id(), response.default_queue_id()));
+      channel_, token_, response.session_id(), response.default_queue_id(),
+      response.public_id(), signatures_));
 }
 
 }  // namespace gpustream::client

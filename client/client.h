@@ -11,8 +11,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/kernel_signatures.h"
 #include "client/session.h"
 #include "proto/gpustream/v1/gpustream.grpc.pb.h"
+#include "server/version.h"
 
 namespace gpustream::client {
 
@@ -36,7 +38,8 @@ struct ConnectOptions {
   // How long to wait for the daemon to answer the version handshake.
   absl::Duration timeout = absl::Seconds(10);
   // The bearer token, where the daemon requires one (sent as
-  // "authorization: Bearer <token>" on every call).
+  // "authorization: Bearer <token>" on every call). Empty: $GPUSTREAM_TOKEN
+  // if set.
   std::string token;
   // Set: the channel uses TLS; unset: plaintext (unix sockets, loopback).
   std::optional<TlsOptions> tls;
@@ -47,6 +50,9 @@ struct ConnectOptions {
 // not wrap (Admin, health) with the same credentials.
 std::shared_ptr<grpc::Channel> OpenChannel(const std::string& target,
                                            const ConnectOptions& options);
+
+// This library's version: the project's one number, the daemon's too.
+inline constexpr const char* kClientVersion = kServerVersion;
 
 struct SessionOptions {
   uint32_t device_id = 0;
@@ -61,10 +67,14 @@ class Client {
   static constexpr uint32_t kMinVersion = 1;
   static constexpr uint32_t kMaxVersion = 1;
 
-  // `target`: "unix:/path" or "host:port". Negotiates the protocol version
-  // (FAILED_PRECONDITION if none is shared; UNAVAILABLE if nobody answers
-  // within `timeout`).
-  static absl::StatusOr<Client> Connect(const std::string& target,
+  // `target`: "unix:/path" or "host:port"; empty: $GPUSTREAM_TARGET if set,
+  // else kDefaultTarget ("unix:/tmp/gpustreamd.sock"). Negotiates the
+  // protocol version: FAILED_PRECONDITION if none is shared; UNAVAILABLE at
+  // once when the daemon cannot be reached, naming the target and the cause
+  // ("no such socket", "TLS handshake failed: the server wants TLS"...), or
+  // when it does not answer within `timeout`. Nothing is retried: a daemon
+  // still starting is not there yet (wait for its --ready_file).
+  static absl::StatusOr<Client> Connect(const std::string& target = "",
                                         const ConnectOptions& options = {});
   // Over an existing channel (in-process servers, custom credentials).
   static absl::StatusOr<Client> Connect(std::shared_ptr<grpc::Channel> channel,
@@ -83,7 +93,7 @@ class Client {
 
  private:
   Client(std::shared_ptr<grpc::Channel> channel, std::string token,
-         uint32_t version);
+         uint32_t version, std::shared_ptr<const KernelSignatures> signatures);
   // A context carrying the token.
   std::unique_ptr<grpc::ClientContext> NewContext() const;
 
@@ -91,6 +101,8 @@ class Client {
   std::shared_ptr<v1::GpuStream::Stub> stub_;
   std::string token_;
   uint32_t version_;
+  // Fetched at Connect; every session checks launches against them.
+  std::shared_ptr<const KernelSignatures> signatures_;
 };
 
 }  // namespace gpustream::client

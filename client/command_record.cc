@@ -91,6 +91,12 @@ CommandRecord CommandRecord::Of(const v1::Command& c) {
   return r;
 }
 
+std::string QueueName(uint64_t queue_id) {
+  constexpr uint64_t kFirstServerId = uint64_t{1} << 63;
+  if (queue_id >= kFirstServerId) return "the default queue";
+  return absl::StrCat("queue ", queue_id);
+}
+
 std::string CommandRecord::Describe() const {
   const google::protobuf::FieldDescriptor* field =
       v1::Command::descriptor()->FindFieldByNumber(op);
@@ -102,7 +108,7 @@ std::string CommandRecord::Describe() const {
                       other_id);
       break;
     case v1::Command::kWaitQueue:
-      absl::StrAppend(&text, " for queue ", other_id);
+      absl::StrAppend(&text, " for ", QueueName(other_id));
       break;
     case v1::Command::kRecordEvent:
     case v1::Command::kWaitEvent:
@@ -126,7 +132,7 @@ std::string CommandRecord::Describe() const {
       if (object_id != 0) absl::StrAppend(&text, " ", object_id);
       break;
   }
-  if (queue_id != 0) absl::StrAppend(&text, " on queue ", queue_id);
+  if (queue_id != 0) absl::StrAppend(&text, " on ", QueueName(queue_id));
   return text;
 }
 

@@ -37,6 +37,10 @@ struct CommandRecord {
   std::string Describe() const;
 };
 
+// "queue 5", or "the default queue": the only queue a session holds whose
+// id the daemon minted (from 2^63 up; this client mints below).
+std::string QueueName(uint64_t queue_id);
+
 }  // namespace gpustream::client
 
 #endif  // GPUSTREAM_CLIENT_COMMAND_RECORD_H_

@@ -4,6 +4,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "client/command_record.h"
+#include "client/kernel_args.h"
 #include "client/wire.h"
 
 namespace gpustream::client {
@@ -166,11 +168,27 @@ void Queue::enqueue_host_func(std::function<void()> fn) {
 }
 
 void Queue::launch(absl::string_view module, absl::string_view kernel,
-                   Dim3 grid, Dim3 block, std::initializer_list<Arg> args,
+                   Dim3 grid, Dim3 block, absl::Span<const Arg> args,
                    uint32_t shared_memory_bytes) {
   absl::Status check;
   for (const Arg& arg : args) {
     if (arg.buffer() != nullptr) check.Update(Owns(*arg.buffer(), "buffer"));
+  }
+  // Converted to the declared kinds; a kernel the client does not know is
+  // sent as written, for the daemon to answer NOT_FOUND.
+  std::vector<v1::KernelArg> converted;
+  const std::vector<v1::ParamKind>* params =
+      check.ok() ? core().signatures().Find(module, kernel) : nullptr;
+  if (params != nullptr) {
+    auto as_declared =
+        ConvertArgs(absl::StrCat(module, ".", kernel), *params, args);
+    if (as_declared.ok()) {
+      converted = *std::move(as_declared);
+    } else {
+      check = as_declared.status();
+    }
+  } else {
+    for (const Arg& arg : args) converted.push_back(arg.proto());
   }
   Send(check, [&](v1::Command& c) {
     auto* launch = c.mutable_launch_kernel();
@@ -180,7 +198,7 @@ void Queue::launch(absl::string_view module, absl::string_view kernel,
     SetDim3(grid, launch->mutable_grid());
     SetDim3(block, launch->mutable_block());
     launch->set_shared_memory_bytes(shared_memory_bytes);
-    for (const Arg& arg : args) *launch->add_args() = arg.proto();
+    for (v1::KernelArg& arg : converted) *launch->add_args() = std::move(arg);
   });
 }
 
@@ -216,8 +234,9 @@ void Queue::write(const Buffer& dst, uint64_t offset, absl::string_view bytes) {
 absl::StatusOr<std::string> Queue::read(const Buffer& src, uint64_t offset,
                                         uint64_t size) {
   if (absl::Status s = Owns(src, "buffer"); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("read_buffer on queue ", id(),
-                                               ": ", s.message()));
+    return absl::Status(
+        s.code(),
+        absl::StrCat("read_buffer on ", QueueName(id()), ": ", s.message()));
   }
   auto result = core().Call([&](v1::Command& c) {
     auto* read = c.mutable_read_buffer();
@@ -226,6 +245,12 @@ absl::StatusOr<std::string> Queue::read(const Buffer& src, uint64_t offset,
     read->set_offset(offset);
     read->set_size(size);
   });
+  // As synchronize: a command of this queue the daemon rejected earlier is
+  // reported here, rather than bytes it never wrote (its rejection arrived
+  // before this result).
+  if (absl::Status deferred = core().TakeError(id()); !deferred.ok()) {
+    return deferred;
+  }
   if (!result.ok()) return result.status();
   return std::move(*result->mutable_read_buffer()->mutable_data());
 }

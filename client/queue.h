@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "client/buffer.h"
 #include "client/event.h"
 #include "client/flag.h"
@@ -61,8 +62,14 @@ class Queue : public Handle {
   // must not wait for work of this queue.
   void enqueue_host_func(std::function<void()> fn);
 
+  // `args`: a braced list ({2.0f, x, y, n}) or any container of Arg built
+  // at run time (a std::vector<Arg>). They are checked and converted
+  // against the kernel's declared parameter kinds (see Arg) before
+  // anything is sent; an argument that does not fit is refused at the call
+  // (not sent) and reported, naming the kernel, the argument and its kind,
+  // by the queue's next synchronize() or read().
   void launch(absl::string_view module, absl::string_view kernel, Dim3 grid,
-              Dim3 block, std::initializer_list<Arg> args,
+              Dim3 block, absl::Span<const Arg> args,
               uint32_t shared_memory_bytes = 0);
 
   // Copies `bytes` now (the caller may reuse them at once); a large write

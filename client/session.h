@@ -22,7 +22,12 @@ class Session {
   explicit Session(std::shared_ptr<SessionCore> core);
   ~Session();  // close()s.
 
+  // The secret session id: whoever has it can use the session. Never
+  // print or log it; use public_id().
   const std::string& id() const { return core_->id(); }
+  // The session's public name ("s-" and 16 hex digits), as gpustreamctl
+  // sessions and the daemon's log show it: safe to print.
+  const std::string& public_id() const { return core_->public_id(); }
   // The engine behind the session (for tests and advanced use).
   SessionCore& core() { return *core_; }
   // The session's default queue, created with the session.

@@ -30,9 +30,14 @@ std::unique_ptr<grpc::ClientContext> NewClientContext(
 
 SessionCore::SessionCore(std::shared_ptr<grpc::Channel> channel,
                          std::string token, std::string session_id,
-                         uint64_t default_queue_id)
+                         uint64_t default_queue_id, std::string public_id,
+                         std::shared_ptr<const KernelSignatures> signatures)
     : token_(std::move(token)),
       session_id_(std::move(session_id)),
+      public_id_(std::move(public_id)),
+      signatures_(signatures != nullptr
+                      ? std::move(signatures)
+                      : std::make_shared<const KernelSignatures>()),
       default_queue_id_(default_queue_id),
       stub_(v1::GpuStream::NewStub(channel)) {
   stream_context_ = NewClientContext(token_);
@@ -72,12 +77,12 @@ uint64_t SessionCore::FileRejection(CommandRecord record,
 absl::Status SessionCore::RefusalLocked() const {
   if (closed_) {
     return absl::FailedPreconditionError(
-        absl::StrCat("session ", session_id_, " is closed"));
+        absl::StrCat("session ", public_id_, " is closed"));
   }
   if (!stream_error_.ok()) return stream_error_;
   if (writer_done_) {
     return absl::UnavailableError(absl::StrCat("the Submit stream of session ",
-                                               session_id_, " is broken"));
+                                               public_id_, " is broken"));
   }
   return absl::OkStatus();
 }
@@ -196,7 +201,7 @@ absl::Status SessionCore::Flush() {
   if (written_seq_ >= target) return absl::OkStatus();
   if (!stream_error_.ok()) return stream_error_;
   return absl::FailedPreconditionError(
-      absl::StrCat("session ", session_id_, " is closed"));
+      absl::StrCat("session ", public_id_, " is closed"));
 }
 
 absl::StatusOr<v1::CommandResult> SessionCore::Call(
@@ -227,22 +232,21 @@ absl::StatusOr<v1::CommandResult> SessionCore::Call(
 
 void SessionCore::AddToSlot(ErrorSlot& slot, uint64_t seq,
                             absl::Status status) {
-  if (slot.first.ok()) {
-    slot.seq = seq;
-    slot.first = std::move(status);
-    return;
-  }
-  ++slot.more;
-  if (seq < slot.seq) {
-    slot.seq = seq;
-    slot.first = std::move(status);
-  }
+  slot.failures.emplace_back(seq, std::move(status));
+  if (slot.failures.size() <= kMaxListedFailures) return;
+  // Keep the earliest: drop the failure of the highest seq.
+  auto last = std::max_element(
+      slot.failures.begin(), slot.failures.end(),
+      [](const auto& a, const auto& b) { return a.first < b.first; });
+  slot.failures.erase(last);
+  ++slot.unlisted;
 }
 
 void SessionCore::MergeSlot(ErrorSlot& into, ErrorSlot from) {
-  if (from.first.ok()) return;
-  into.more += from.more;
-  AddToSlot(into, from.seq, std::move(from.first));
+  into.unlisted += from.unlisted;
+  for (auto& [seq, status] : from.failures) {
+    AddToSlot(into, seq, std::move(status));
+  }
 }
 
 absl::Status SessionCore::TakeError(uint64_t queue_id) {
@@ -259,10 +263,22 @@ absl::Status SessionCore::TakeError(uint64_t queue_id) {
       queue_errors_.erase(it);
     }
   }
-  if (taken.more == 0) return taken.first;
-  return absl::Status(taken.first.code(),
-                      absl::StrCat(taken.first.message(), " (and ", taken.more,
-                                   " later command failure(s))"));
+  if (taken.failures.empty()) return absl::OkStatus();
+  std::sort(taken.failures.begin(), taken.failures.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  // The earliest failure's code; every failure's message, in order.
+  const absl::Status& first = taken.failures.front().second;
+  std::string message(first.message());
+  for (size_t i = 1; i < taken.failures.size(); ++i) {
+    const absl::Status& next = taken.failures[i].second;
+    absl::StrAppend(&message, "; then ", absl::StatusCodeToString(next.code()),
+                    ": ", next.message());
+  }
+  if (taken.unlisted > 0) {
+    absl::StrAppend(&message, "; and ", taken.unlisted,
+                    " later command failure(s)");
+  }
+  return absl::Status(first.code(), message);
 }
 
 void SessionCore::AttachQueue(uint64_t queue_id) {
@@ -415,7 +431,7 @@ void SessionCore::ReadLoop() {
   absl::Status final_status = FromGrpc(stream_->Finish());
   if (final_status.ok()) {
     final_status = absl::FailedPreconditionError(
-        absl::StrCat("session ", session_id_, " is closed"));
+        absl::StrCat("session ", public_id_, " is closed"));
   }
   FailAll(final_status);
   reader_done_.Notify();
@@ -593,7 +609,7 @@ absl::Status SessionCore::Close() {
     }
     if (!batches_.empty() || writing_) {
       flushed = absl::DeadlineExceededError(absl::StrCat(
-          "session ", session_id_, ": pending commands were not sent within ",
+          "session ", public_id_, ": pending commands were not sent within ",
           absl::FormatDuration(kCloseTimeout / 4)));
     } else if (!stream_error_.ok()) {
       flushed = stream_error_;

@@ -27,6 +27,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "client/command_record.h"
+#include "client/kernel_signatures.h"
 #include "proto/gpustream/v1/gpustream.grpc.pb.h"
 
 namespace gpustream::client {
@@ -64,13 +65,20 @@ class SessionCore {
   // running to return: user code cannot be stopped).
   static constexpr absl::Duration kCloseTimeout = absl::Seconds(10);
 
+  // `session_id` is the secret (sent, never put in a message); `public_id`
+  // names the session in messages.
   SessionCore(std::shared_ptr<grpc::Channel> channel, std::string token,
-              std::string session_id, uint64_t default_queue_id);
+              std::string session_id, uint64_t default_queue_id,
+              std::string public_id,
+              std::shared_ptr<const KernelSignatures> signatures);
   ~SessionCore();  // Close()s.
   SessionCore(const SessionCore&) = delete;
   SessionCore& operator=(const SessionCore&) = delete;
 
   const std::string& id() const { return session_id_; }
+  const std::string& public_id() const { return public_id_; }
+  // The daemon's kernel signatures, for checking launches before sending.
+  const KernelSignatures& signatures() const { return *signatures_; }
   uint64_t default_queue_id() const { return default_queue_id_; }
   v1::GpuStream::Stub& stub() { return *stub_; }
 
@@ -154,17 +162,18 @@ class SessionCore {
     std::function<void()> fn;
     HostFuncFlags flags;
   };
-  // The first pending failure of a queue (or of queue-less commands), by
-  // seq, and how many came after it.
   struct Batch {
     v1::SubmitRequest request;
     size_t bytes = 0;
     uint64_t last_seq = 0;
   };
+  // The pending failures of a queue (or of queue-less commands): each is
+  // reported, in seq order, up to kMaxListedFailures; past that the ones
+  // with the highest seqs are counted.
+  static constexpr size_t kMaxListedFailures = 16;
   struct ErrorSlot {
-    uint64_t seq = 0;
-    absl::Status first;
-    uint64_t more = 0;
+    std::vector<std::pair<uint64_t, absl::Status>> failures;  // (seq, error)
+    uint64_t unlisted = 0;
   };
 
   // Adds a filled command to the pending batches; `waiter` (may be null) is
@@ -205,6 +214,8 @@ class SessionCore {
 
   const std::string token_;
   const std::string session_id_;
+  const std::string public_id_;
+  const std::shared_ptr<const KernelSignatures> signatures_;
   const uint64_t default_queue_id_;
   std::unique_ptr<v1::GpuStream::Stub> stub_;
   std::atomic<uint64_t> next_id_{1};

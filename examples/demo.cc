@@ -11,6 +11,8 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_join.h"
 #include "client/gpustream.h"
+#include "server/usage.h"
+#include "server/version.h"
 
 ABSL_FLAG(std::string, target, "unix:/tmp/gpustreamd.sock",
           "The daemon: unix:/path or host:port");
@@ -180,6 +182,10 @@ int Run() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  gpustream::SetUsage(
+      "demo",
+      "runs the demo job against a running gpustreamd and checks every "
+      "result.\nUsage: demo [--target=unix:/tmp/gpustreamd.sock]");
   absl::ParseCommandLine(argc, argv);
   return Run();
 }

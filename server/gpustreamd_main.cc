@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -18,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "proto/gpustream/v1/server_config.pb.h"
 #include "server/backend/backend_factory.h"
 #include "server/config/config_file.h"
@@ -30,15 +32,17 @@
 #include "server/session/server_core.h"
 #include "server/tenants/operator_token.h"
 #include "server/tenants/tenant_registry.h"
+#include "server/usage.h"
+#include "server/version.h"
 
-ABSL_FLAG(std::vector<std::string>, listen, {},
+ABSL_FLAG(std::vector<std::string>, listen, {"unix:/tmp/gpustreamd.sock"},
           "Addresses to serve, comma-separated or repeated: unix:/path or "
-          "host:port (port 0 picks a free one). Default: "
-          "unix:/tmp/gpustreamd.sock only. Plaintext TCP, even on loopback, "
-          "authenticates nobody unless tenants are configured (--config)");
-ABSL_FLAG(std::string, backend, "",
-          "auto | cpu | cuda | hip. auto (default) picks a GPU backend whose "
-          "driver loads, else the embedded CPU backend");
+          "host:port (port 0 picks a free one). Plaintext TCP, even on "
+          "loopback, authenticates nobody unless tenants are configured "
+          "(--config)");
+ABSL_FLAG(std::string, backend, "auto",
+          "auto | cpu | cuda | hip. auto picks a GPU backend whose driver "
+          "loads, else the embedded CPU backend");
 ABSL_FLAG(std::vector<std::string>, modules, {},
           "Folders of extra kernel modules (CPU: *.so exporting "
           "gpustream_cpu_module, see kernels/cpu/gpustream_cpu_module.h). "
@@ -46,19 +50,21 @@ ABSL_FLAG(std::vector<std::string>, modules, {},
 ABSL_FLAG(std::string, config, "",
           "A gpustream.v1.ServerConfig in protobuf text format "
           "(proto/gpustream/v1/server_config.proto); flags override it");
-ABSL_FLAG(std::string, cuda_driver, "",
+ABSL_FLAG(std::string, cuda_driver, "libcuda.so.1",
           "The CUDA driver library the cuda backend loads: a file name "
-          "searched as dlopen does, or a path (default libcuda.so.1; tests "
-          "point it at the fake driver)");
-ABSL_FLAG(uint64_t, cpu_memory_bytes, 0,
-          "Device memory of the CPU backend (default 1 GiB)");
-ABSL_FLAG(uint32_t, lease_seconds, 0, "Default session lease (default 60 s)");
+          "searched as dlopen does, or a path (tests point it at the fake "
+          "driver)");
+ABSL_FLAG(uint64_t, cpu_memory_bytes, uint64_t{1} << 30,
+          "Device memory of the CPU backend, in bytes");
+ABSL_FLAG(uint32_t, lease_seconds, 60,
+          "Default session lease, in seconds (a session a client stops "
+          "renewing ends after it)");
 ABSL_FLAG(uint32_t, cpu_threads, 0,
           "Execution threads of the CPU backend, shared by every queue by "
-          "weighted fair queuing (default: the number of cores)");
-ABSL_FLAG(uint32_t, kernel_time_limit_ms, 0,
+          "weighted fair queuing; 0: one per core");
+ABSL_FLAG(uint32_t, kernel_time_limit_ms, 60000,
           "CPU backend: a launch running longer is stopped and fails its "
-          "queue with DEADLINE_EXCEEDED (default 60000)");
+          "queue with DEADLINE_EXCEEDED");
 // Observability.
 ABSL_FLAG(std::string, log_level, "info",
           "Least severe log events written: debug | info | warning | error. "
@@ -95,8 +101,9 @@ ABSL_FLAG(bool, allow_insecure_tcp, false,
           "without --tls_cert/--tls_key is refused: bearer tokens and data "
           "would cross the network in the clear");
 ABSL_FLAG(std::string, unix_socket_mode, "0660",
-          "Permission bits of unix: sockets, in octal (at most 0777). The "
-          "socket is the daemon user's alone (0600) until they are set");
+          "Permission bits of unix: sockets, in octal (at most 0777): who may "
+          "connect. 0660: the daemon's user and the socket's group "
+          "(--unix_socket_group)");
 ABSL_FLAG(std::string, operator_token_file, "",
           "Where to write the operator token, a random secret drawn at each "
           "start (mode 0600: the daemon's user and root read it) that makes "
@@ -280,6 +287,24 @@ T Or(T value, T fallback) {
   return value != T{} ? value : fallback;
 }
 
+// The names of the flags the command line gives ("--name", "--name=v",
+// "--noname" also counts as "name"), so that a config value applies where
+// no flag was given while every flag keeps its real default for --help.
+absl::flat_hash_set<std::string> FlagsGiven(int argc, char** argv) {
+  absl::flat_hash_set<std::string> given;
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (!absl::ConsumePrefix(&arg, "--") && !absl::ConsumePrefix(&arg, "-")) {
+      continue;
+    }
+    arg = arg.substr(0, arg.find('='));
+    given.emplace(arg);
+    if (absl::ConsumePrefix(&arg, "no")) given.emplace(arg);
+  }
+  return given;
+}
+
 int Run(int argc, char** argv) {
   // Read results and staged writes (up to a message, 256 MiB) are allocated
   // and freed per command. glibc raises its mmap threshold as large blocks
@@ -288,14 +313,21 @@ int Run(int argc, char** argv) {
   // the memory was freed. A fixed threshold hands every block of 1 MiB or
   // more back to the system when freed.
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
-  absl::SetProgramUsageMessage(
-      "gpustreamd: serves GPU streams, events, completion flags, memory and "
-      "kernels over gRPC (gpustream.v1.GpuStream).\n"
-      "Usage: gpustreamd [--listen=unix:/path,host:port] [--backend=auto] "
-      "[--modules=DIR] [--config=FILE] "
-      "[--tls_cert=PEM --tls_key=PEM [--tls_client_ca=PEM]] "
-      "[--allow_insecure_tcp] [--unix_socket_mode=0660] "
-      "[--unix_socket_group=GROUP]");
+  SetUsage("gpustreamd",
+           "serves GPU streams, events, completion flags, memory and kernels "
+           "over gRPC (gpustream.v1.GpuStream).\n"
+           "Usage: gpustreamd [--listen=unix:/path,host:port] [--backend=auto] "
+           "[--modules=DIR] [--config=FILE] "
+           "[--tls_cert=PEM --tls_key=PEM [--tls_client_ca=PEM]] "
+           "[--allow_insecure_tcp] [--unix_socket_mode=0660] "
+           "[--unix_socket_group=GROUP]");
+  const absl::flat_hash_set<std::string> given = FlagsGiven(argc, argv);
+  // A flag given wins; else the config's value where it sets one; else the
+  // flag's default.
+  auto flag_or_config = [&](const char* name, auto flag_value,
+                            decltype(flag_value) config_value) {
+    return given.contains(name) ? flag_value : Or(config_value, flag_value);
+  };
   std::string merged;
   std::vector<char*> args = MergeRepeatedListen(argc, argv, merged);
   absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
@@ -310,33 +342,33 @@ int Run(int argc, char** argv) {
 
   auto config = LoadServerConfig(absl::GetFlag(FLAGS_config));
   if (!config.ok()) return StartFailed(config.status());
+  // The default is the unix socket only: its file permissions decide who
+  // may connect. TCP, where any local user can connect, only when asked for.
   std::vector<std::string> listen = absl::GetFlag(FLAGS_listen);
-  if (listen.empty())
+  if (!given.contains("listen") && !config->listen().empty()) {
     listen.assign(config->listen().begin(), config->listen().end());
-  // Unix socket only: its file permissions decide who may connect. TCP,
-  // where any local user can connect, only when asked for.
-  if (listen.empty()) listen = {"unix:/tmp/gpustreamd.sock"};
+  }
   std::vector<std::string> module_folders = absl::GetFlag(FLAGS_modules);
   if (module_folders.empty()) {
     module_folders.assign(config->modules().begin(), config->modules().end());
   }
 
   backend::BackendOptions backend_options;
-  backend_options.backend = Or(absl::GetFlag(FLAGS_backend),
-                               Or(config->backend(), std::string("auto")));
-  backend_options.cuda_driver =
-      Or(absl::GetFlag(FLAGS_cuda_driver), std::string("libcuda.so.1"));
+  backend_options.backend = flag_or_config(
+      "backend", absl::GetFlag(FLAGS_backend), config->backend());
+  backend_options.cuda_driver = absl::GetFlag(FLAGS_cuda_driver);
   backend_options.cpu.memory_limit_bytes =
-      Or(absl::GetFlag(FLAGS_cpu_memory_bytes),
-         Or<uint64_t>(config->cpu_memory_bytes(), uint64_t{1} << 30));
+      flag_or_config("cpu_memory_bytes", absl::GetFlag(FLAGS_cpu_memory_bytes),
+                     config->cpu_memory_bytes());
   backend_options.cpu.threads =
-      Or(absl::GetFlag(FLAGS_cpu_threads), config->limits().cpu_threads());
+      flag_or_config("cpu_threads", absl::GetFlag(FLAGS_cpu_threads),
+                     config->limits().cpu_threads());
   // Priorities as CUDA's usual range, so that a session's queues can be
   // ordered on the CPU backend too.
   backend_options.cpu.priority_greatest = -5;
-  const uint32_t kernel_limit_ms =
-      Or(absl::GetFlag(FLAGS_kernel_time_limit_ms),
-         Or(config->limits().kernel_time_limit_ms(), 60000u));
+  const uint32_t kernel_limit_ms = flag_or_config(
+      "kernel_time_limit_ms", absl::GetFlag(FLAGS_kernel_time_limit_ms),
+      config->limits().kernel_time_limit_ms());
   backend_options.cpu.kernel_time_limit = absl::Milliseconds(kernel_limit_ms);
 
   const v1::ServerLimits& limits = config->limits();
@@ -345,8 +377,9 @@ int Run(int argc, char** argv) {
   options.session_limits.max_queues = Or(limits.max_queues_per_session(), 64u);
   options.session_limits.max_objects =
       Or(limits.max_objects_per_session(), 65536u);
-  options.default_lease_seconds = Or(absl::GetFlag(FLAGS_lease_seconds),
-                                     Or(limits.default_lease_seconds(), 60u));
+  options.default_lease_seconds =
+      flag_or_config("lease_seconds", absl::GetFlag(FLAGS_lease_seconds),
+                     limits.default_lease_seconds());
   options.max_lease_seconds = Or(limits.max_lease_seconds(), 3600u);
   const int max_message_bytes =
       static_cast<int>(Or(limits.max_message_bytes(), 256u << 20));

@@ -1,6 +1,7 @@
-// The daemon's version, as GetServerInfo reports it and gpustreamctl and
-// the metrics print it. One constant, apart, so tools need not link the
-// server to know it.
+// The project's one version number: the daemon reports it (GetServerInfo,
+// metrics), gpustreamctl and the C++ client carry it, and the Python
+// package's is checked against it by its tests. Apart, so tools and the
+// client need not link the server to know it.
 #ifndef GPUSTREAM_SERVER_VERSION_H_
 #define GPUSTREAM_SERVER_VERSION_H_
 

@@ -6,6 +6,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "client/gpustream.h"
+#include "server/usage.h"
+#include "server/version.h"
 
 ABSL_FLAG(std::string, target, "", "The daemon");
 ABSL_FLAG(uint64_t, megabytes, 8, "Memory to hold");
@@ -17,6 +19,10 @@ ABSL_FLAG(bool, copying, false,
 namespace gs = gpustream::client;
 
 int main(int argc, char** argv) {
+  gpustream::SetUsage(
+      "crash_client",
+      "takes resources on a daemon, parks work, says READY and waits to be "
+      "killed (for crash_reclaim_test).\nUsage: crash_client --target=ADDR");
   absl::ParseCommandLine(argc, argv);
   auto client = gs::Client::Connect(absl::GetFlag(FLAGS_target),
                                     {.token = absl::GetFlag(FLAGS_token)});

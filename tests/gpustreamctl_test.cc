@@ -285,6 +285,12 @@ TEST_F(GpustreamctlTest, HealthNotServingExits5) {
   EXPECT_EQ(run.out, "SERVING\n");
 }
 
+TEST_F(GpustreamctlTest, VersionFlagNeedsNoDaemon) {
+  const CtlRun run = RunCtl({"--version", "--target=unix:/nonexistent.sock"});
+  EXPECT_EQ(run.exit_code, 0) << run;
+  EXPECT_EQ(run.out, absl::StrCat("gpustreamctl ", kServerVersion, "\n"));
+}
+
 TEST_F(GpustreamctlTest, VersionShowsBothSides) {
   CtlRun run = AsOps({"version"});
   ASSERT_EQ(run.exit_code, 0) << run;
@@ -580,8 +586,8 @@ TEST_F(GpustreamctlTest, OperatorTokenMakesTheLocalUserAnAdmin) {
   auto bare = testing::DaemonProcess::Start({"--backend=cpu"});
   ASSERT_TRUE(bare.ok()) << bare.status();
   const std::string bare_target = "--target=" + (*bare)->unix_target();
-  const std::string bare_token = (*bare)->unix_target().substr(5) +
-                                 ".operator-token";
+  const std::string bare_token =
+      (*bare)->unix_target().substr(5) + ".operator-token";
   run = RunCtl({"sessions", bare_target});
   EXPECT_EQ(run.exit_code, 0) << run;
   // Its log says who each listener lets in, and warns of open TCP.
@@ -607,10 +613,10 @@ TEST_F(GpustreamctlTest, OperatorTokenMakesTheLocalUserAnAdmin) {
   auto none = testing::DaemonProcess::Start(
       {"--backend=cpu", "--operator_token_file=none"});
   ASSERT_TRUE(none.ok()) << none.status();
-  EXPECT_NE(access(((*none)->unix_target().substr(5) + ".operator-token")
-                       .c_str(),
-                   F_OK),
-            0);
+  EXPECT_NE(
+      access(((*none)->unix_target().substr(5) + ".operator-token").c_str(),
+             F_OK),
+      0);
   run = RunCtl({"sessions", "--target=" + (*none)->unix_target()});
   EXPECT_EQ(run.exit_code, 4) << run;
   EXPECT_THAT(run.err, HasSubstr("has no operator token")) << run;

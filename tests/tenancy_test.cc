@@ -507,12 +507,20 @@ TEST_P(TenancyTest, SighupReloadsTenantsAndEndsRemovedOnes) {
   EXPECT_EQ(listed.sessions(0).tenant(), "alice");
   keep.set_session_id(alice.session_id());
   EXPECT_TRUE(stub_->KeepAlive(As("alice").get(), keep, &kept).ok());
-  // A config that does not parse keeps the tenants served now.
-  std::ofstream(config_path_) << "tenants { name: ";
+  // A config that does not parse keeps the tenants served now, and the log
+  // says where it is wrong.
+  std::ofstream(config_path_) << "tenants {\n  name: \"x\"\n  admn: true }";
   ASSERT_EQ(kill(daemon_->pid(), SIGHUP), 0);
   ASSERT_TRUE(testing::PollUntil(absl::Seconds(10), [&] {
     return absl::StrContains(daemon_->log(), "event=tenants_not_reloaded");
   }));
+  EXPECT_TRUE(absl::StrContains(
+      daemon_->log(),
+      absl::StrCat("--config ", config_path_,
+                   ": line 3, column 7: Message type "
+                   "\\\"gpustream.v1.Tenant\\\" has no field named "
+                   "\\\"admn\\\".")))
+      << daemon_->log();
   EXPECT_TRUE(stub_->KeepAlive(As("alice").get(), keep, &kept).ok());
   EXPECT_FALSE(absl::StrContains(daemon_->log(), "alice-token"))
       << "tokens are never logged";

@@ -23,10 +23,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "client/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/gpustream/v1/gpustream.grpc.pb.h"
 #include "server/tenants/tenant_registry.h"
+#include "server/version.h"
 #include "tests/daemon_process.h"
 #include "tests/test_certs.h"
 
@@ -36,6 +38,7 @@ namespace {
 using testing::CertFiles;
 using testing::DaemonProcess;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::RunCommand;
 using testing::RunfilePath;
 using testing::TempPath;
@@ -272,6 +275,44 @@ TEST_F(TlsTest, PlaintextClientOnTheTlsPortIsUnavailable) {
   TestClient plain(PlainChannel(daemon().tcp_target()), kBobToken);
   v1::OpenSessionResponse session;
   EXPECT_EQ(plain.OpenSession(&session).error_code(), kUnavailable);
+}
+
+// The C++ client's Connect fails at once, naming the target and the cause,
+// where the daemon cannot be reached; the target and token may come from
+// $GPUSTREAM_TARGET and $GPUSTREAM_TOKEN.
+TEST_F(TlsTest, ClientConnectNamesWhyItCannotConnect) {
+  const absl::Time start = absl::Now();
+  auto plain =
+      client::Client::Connect(daemon().tcp_target(), {.token = kBobToken});
+  EXPECT_EQ(plain.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(plain.status().message()),
+              ::testing::StartsWith(absl::StrCat(
+                  "connect to ", daemon().tcp_target(),
+                  ": TLS handshake failed: the server wants TLS")));
+  auto tls = client::TlsOptions::FromFiles(certs().ca_cert, "", "");
+  ASSERT_TRUE(tls.ok()) << tls.status();
+  auto over_tls = client::Client::Connect(daemon().unix_target(),
+                                          {.token = kBobToken, .tls = *tls});
+  EXPECT_EQ(over_tls.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(over_tls.status().message()),
+              HasSubstr("TLS handshake failed: the server does not speak "
+                        "TLS"));
+  const std::string missing = "unix:" + testing::TempPath(".none.sock");
+  auto nobody = client::Client::Connect(missing);
+  EXPECT_EQ(nobody.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(nobody.status().message()),
+              ::testing::StartsWith(
+                  absl::StrCat("connect to ", missing, ": no such socket")));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+
+  setenv("GPUSTREAM_TARGET", daemon().unix_target().c_str(), 1);
+  setenv("GPUSTREAM_TOKEN", kBobToken, 1);
+  auto from_env = client::Client::Connect();
+  unsetenv("GPUSTREAM_TARGET");
+  unsetenv("GPUSTREAM_TOKEN");
+  ASSERT_TRUE(from_env.ok()) << from_env.status();
+  auto session = from_env->open_session({.client_name = "from-env"});
+  EXPECT_TRUE(session.ok()) << session.status();
 }
 
 TEST_F(TlsTest, ClientCertificateAuthenticatesItsTenantWithoutAToken) {
@@ -511,6 +552,20 @@ TEST_F(TlsFlagsTest, MissingCertificateFile) {
   EXPECT_THAT(output, HasSubstr("No such file"));
 }
 
+// A config error at start names the file, line, column and field (exit 2).
+TEST_F(TlsFlagsTest, ConfigErrorNamesItsPlace) {
+  const std::string config = *dir_ + "/bad.textproto";
+  std::ofstream(config) << "backend: \"cpu\"\nlimits {\n  max_sesions: 3\n}\n";
+  std::string output;
+  EXPECT_EQ(Start({"--config=" + config}, &output), 2);
+  EXPECT_THAT(output, HasSubstr(absl::StrCat(
+                          "--config ", config,
+                          ": line 3, column 14: Message type "
+                          "\\\"gpustream.v1.ServerLimits\\\" has no field "
+                          "named \\\"max_sesions\\\".")))
+      << output;
+}
+
 TEST_F(TlsFlagsTest, KeyOfAnotherCertificate) {
   std::string output;
   EXPECT_EQ(Start({"--tls_cert=" + certs_->server.cert,
@@ -556,6 +611,20 @@ TEST(TlsHelpTest, HelpDocumentsTheTransportFlags) {
         "unix_socket_mode", "unix_socket_group"}) {
     EXPECT_THAT(output, HasSubstr(flag));
   }
+  // The program named once, real defaults, and --version.
+  EXPECT_THAT(output, ::testing::StartsWith("gpustreamd: serves GPU streams"));
+  EXPECT_THAT(output, Not(HasSubstr("gpustreamd: gpustreamd")));
+  EXPECT_THAT(output, HasSubstr("default: unix:/tmp/gpustreamd.sock;"));
+  EXPECT_THAT(output, HasSubstr("default: \"auto\";"));
+  EXPECT_THAT(output, HasSubstr("default: \"libcuda.so.1\";"));
+  EXPECT_THAT(output, HasSubstr("default: 1073741824;"));
+  EXPECT_THAT(output, HasSubstr("default: 60000;"));
+  EXPECT_THAT(output, HasSubstr("default: \"0660\";"));
+  std::string version;
+  EXPECT_EQ(RunCommand({RunfilePath("server/gpustreamd"), "--version"},
+                       &version),
+            0);
+  EXPECT_EQ(version, absl::StrCat("gpustreamd ", kServerVersion, "\n"));
 }
 
 }  // namespace

@@ -14,7 +14,7 @@ build_packages=(
   grpc-proto libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   libc-ares-dev libre2-dev libssl-dev zlib1g-dev
   libspdlog-dev libfmt-dev prometheus-cpp-dev
-  python3-grpcio python3-protobuf python3-setuptools
+  python3-grpcio python3-protobuf python3-setuptools python3-wheel
 )
 test_packages=(
   python3-numpy python3-pytest python3-venv python3-prometheus-client

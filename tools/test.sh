@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Every test: installs what is missing, runs the whole suite (CPU backend and
 # CUDA backend over the fake driver; real-GPU cases run where a GPU is),
+# with the C++ client installed and built out of tree and every code
+# snippet of README.md and docs/ compiled,
 # then the docker-compose integration suite with the binaries just built,
 # then the short soak (load, kill storms, misbehaving clients, drain) against
 # those binaries, then the suite again under AddressSanitizer +
@@ -38,7 +40,8 @@ skip_check() {  # skip_check [--no-cuda-build] BAZEL_FLAGS...
   python3 tools/check_skips.py "${flags[@]}" --targets "$targets" bazel-testlogs
   rm -f "$targets"
 }
-phase "bazel test" bazel test "${gpu_flags[@]}" //...
+phase "bazel test" bazel test "${gpu_flags[@]}" //... //client:install_test \
+  //tests/docs:doc_snippets_test
 phase "skip check" skip_check
 phase "compose suite" bash tools/compose-test.sh
 phase "soak (short)" bash tools/soak.sh --short

@@ -1,6 +1,7 @@
 // Reading and parsing the daemon's --config file.
 #include "server/config/config_file.h"
 
+#include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
 #include <fstream>
@@ -10,14 +11,44 @@
 #include "absl/strings/str_cat.h"
 
 namespace gpustream::config {
+namespace {
+
+// Keeps the parser's first error with its position (1-based, as editors
+// count). The parser stops at its first error, so one is all there is.
+class FirstError : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, google::protobuf::io::ColumnNumber column,
+                const std::string& message) override {
+    if (!message_.empty()) return;
+    line_ = line + 1;
+    column_ = column + 1;
+    message_ = message;
+  }
+
+  std::string Describe() const {
+    if (message_.empty()) return "not a valid ServerConfig";
+    return absl::StrCat("line ", line_, ", column ", column_, ": ", message_);
+  }
+
+ private:
+  int line_ = 0;
+  int column_ = 0;
+  std::string message_;
+};
+
+}  // namespace
 
 absl::StatusOr<v1::ServerConfig> ParseServerConfig(absl::string_view text,
                                                    absl::string_view path) {
   v1::ServerConfig config;
-  if (!google::protobuf::TextFormat::ParseFromString(std::string(text),
-                                                     &config)) {
+  FirstError error;
+  google::protobuf::TextFormat::Parser parser;
+  parser.RecordErrorsTo(&error);
+  if (!parser.ParseFromString(std::string(text), &config)) {
+    // "--config /etc/gs.textproto:4:3: line 4, column 3: Message type
+    // "gpustream.v1.Tenant" has no field named "nmae"."
     return absl::InvalidArgumentError(
-        absl::StrCat("--config ", path, " is not a valid ServerConfig"));
+        absl::StrCat("--config ", path, ": ", error.Describe()));
   }
   return config;
 }

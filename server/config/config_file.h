@@ -11,10 +11,11 @@
 namespace gpustream::config {
 
 // Parses `text`, a v1::ServerConfig in protobuf text format (unknown fields
-// are errors). INVALID_ARGUMENT "--config <path> is not a valid
-// ServerConfig" otherwise; `path` only names the file in that message (the
-// parser's own line:column diagnostics go to the protobuf log). What the
-// config means (its tenants) is checked by tenants::TenantRegistry::Create.
+// are errors). INVALID_ARGUMENT "--config <path>: line L, column C: <the
+// parser's message, naming the field or token>" otherwise; `path` only names
+// the file in that message. What the config means (its tenants) is checked
+// by tenants::TenantRegistry::Create, whose errors name the field
+// ("tenants[1] ('ops').token_sha256[0] ...").
 // Pure and thread-safe.
 absl::StatusOr<v1::ServerConfig> ParseServerConfig(absl::string_view text,
                                                    absl::string_view path);

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -23,14 +24,33 @@ TEST(ConfigFileTest, ParsesTextFormat) {
   EXPECT_TRUE(config->tenants(0).admin());
 }
 
-TEST(ConfigFileTest, RefusesWhatIsNotAServerConfig) {
-  for (const char* text : {"backend: cpu_without_quotes", "nope: 1",
-                           "limits { max_sessions: -1 }", "tenants {"}) {
-    auto config = ParseServerConfig(text, "bad.textproto");
-    ASSERT_FALSE(config.ok()) << text;
+// Every error names the file, the line and column (1-based) and what is
+// wrong there, the field or token included.
+TEST(ConfigFileTest, RefusesWhatIsNotAServerConfigSayingWhere) {
+  struct Case {
+    const char* text;
+    const char* message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"backend: cpu_without_quotes",
+            "--config bad.textproto: line 1, column 10: Expected string, got: "
+            "cpu_without_quotes"},
+           {"backend: \"cpu\"\nnope: 1",
+            "--config bad.textproto: line 2, column 5: Message type "
+            "\"gpustream.v1.ServerConfig\" has no field named \"nope\"."},
+           {"limits {\n  max_sessions: -1 }",
+            "--config bad.textproto: line 2, column 17: Expected integer, got: "
+            "-"},
+           {"tenants {\n  name: \"a\"\n  admn: true\n}",
+            "--config bad.textproto: line 3, column 7: Message type "
+            "\"gpustream.v1.Tenant\" has no field named \"admn\"."},
+           {"tenants {",
+            "--config bad.textproto: line 1, column 10: Expected identifier, "
+            "got: "}}) {
+    auto config = ParseServerConfig(c.text, "bad.textproto");
+    ASSERT_FALSE(config.ok()) << c.text;
     EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_EQ(config.status().message(),
-              "--config bad.textproto is not a valid ServerConfig");
+    EXPECT_EQ(std::string(config.status().message()), c.message);
   }
 }
 

@@ -135,10 +135,11 @@ std::unique_ptr<v1::CommandResult> SubmitReactor::Begin(uint64_t seq) {
 
 namespace {
 
-absl::Status ForeignSession(uint64_t seq, const std::string& session_id) {
+// The id is a secret: named by field, never echoed.
+absl::Status ForeignSession(uint64_t seq) {
   return absl::InvalidArgumentError(
-      absl::StrCat("command seq ", seq, ": session_id '", session_id,
-                   "' differs from the stream's session"));
+      absl::StrCat("command seq ", seq,
+                   ": session_id differs from the stream's session"));
 }
 
 }  // namespace
@@ -162,7 +163,7 @@ void SubmitReactor::RunCommand(Session& session, const v1::Command& command) {
       v1::CloseSessionRequest req = command.close_session();
       if (req.session_id().empty()) req.set_session_id(session.id());
       if (req.session_id() != session.id()) {
-        Complete(std::move(result), ForeignSession(seq, req.session_id()),
+        Complete(std::move(result), ForeignSession(seq),
                  true);
         return;
       }
@@ -269,7 +270,7 @@ void SubmitReactor::Run(Session& session, uint64_t seq, Op op, const Req& req,
     return;
   }
   if (!req.session_id().empty() && req.session_id() != session.id()) {
-    Complete(std::move(result), ForeignSession(seq, req.session_id()),
+    Complete(std::move(result), ForeignSession(seq),
              always_send, promised);
     return;
   }

@@ -250,7 +250,10 @@ absl::Status ServerCore::GetStats(const Principal& who,
 }
 
 void ServerCore::Stats(v1::GetStatsResponse* resp) const {
-  const auto tenants = tenants_->All();
+  auto tenants = tenants_->All();
+  if (auto local_operator = tenants_->Operator(); local_operator != nullptr) {
+    tenants.push_back(std::move(local_operator));
+  }
   for (const auto& tenant : tenants) tenant->Describe(resp->add_tenants());
   for (uint32_t i = 0; i < devices_.size(); ++i) {
     const backend::MemoryInfo memory = devices_[i]->memory();

@@ -107,7 +107,7 @@ void Session::Describe(v1::SessionInfo* info) {
 }
 
 Session::~Session() {
-  Teardown(absl::CancelledError(absl::StrCat("session ", id_, " closed")));
+  Teardown(absl::CancelledError(absl::StrCat("session ", owner_.public_id, " closed")));
 }
 
 template <typename T>
@@ -125,7 +125,7 @@ absl::Status Session::ClosedError() {
       ended_reason_.code() == absl::StatusCode::kUnavailable) {
     return ended_reason_;
   }
-  return absl::NotFoundError(absl::StrCat("session ", id_, " is closed"));
+  return absl::NotFoundError(absl::StrCat("session ", owner_.public_id, " is closed"));
 }
 
 // FAILED_PRECONDITION once the queue holds a sticky error; ABORTED as it is
@@ -234,9 +234,8 @@ void Session::DestroyQueue(const v1::DestroyQueueRequest& req,
                            v1::DestroyQueueResponse*, Done done) {
   if (req.queue_id() == default_queue_id_) {
     done(absl::FailedPreconditionError(
-        absl::StrCat("queue_id ", req.queue_id(),
-                     " is the default queue; it lives as "
-                     "long as the session")));
+        "queue_id names the default queue; it lives as long as the "
+        "session"));
     return;
   }
   absl::StatusOr<std::shared_ptr<Queue>> queue;
@@ -279,7 +278,7 @@ void Session::DestroyQueue(const v1::DestroyQueueRequest& req,
 absl::Status Session::ClosedReason() {
   absl::MutexLock lock(&mu_);
   return ended_reason_.ok() ? absl::CancelledError(
-                                  absl::StrCat("session ", id_, " was closed"))
+                                  absl::StrCat("session ", owner_.public_id, " was closed"))
                             : ended_reason_;
 }
 
@@ -301,7 +300,10 @@ void Session::SynchronizeQueue(const v1::SynchronizeQueueRequest& req,
   }
   auto timed = std::make_shared<TimedDone>(std::move(done), ctx_.timer);
   TimedDone::Arm(timed, req.timeout_ms(),
-                 absl::StrCat("queue_id ", req.queue_id()), nullptr);
+                 req.queue_id() == default_queue_id_
+                     ? std::string("the default queue")
+                     : absl::StrCat("queue_id ", req.queue_id()),
+                 nullptr);
   (*queue)->OnIdle([timed, charge = *std::move(charge)](absl::Status s) {
     timed->Finish(std::move(s));
   });

@@ -116,6 +116,7 @@ absl::Status SessionManager::Open(const tenants::Principal& who,
   }
   resp->set_session_id((*session)->id());
   resp->set_default_queue_id((*session)->default_queue_id());
+  resp->set_public_id(public_id);
   resp->set_lease_seconds(lease_s);
   public_ids_.emplace(public_id, resp->session_id());
   log::Info("session_opened")
@@ -138,8 +139,9 @@ absl::StatusOr<SessionManager::Entry*> SessionManager::Lookup(
         ended != ended_.end() && ended->second.tenant == tenant) {
       return ended->second.reason;
     }
+    // The id is a secret: never echoed, not even to whoever sent it.
     return absl::NotFoundError(
-        absl::StrCat("unknown session_id '", session_id, "'"));
+        "unknown session_id: no live session of this tenant has it");
   }
   return &it->second;
 }
@@ -155,9 +157,10 @@ void SessionManager::Close(const std::string& tenant,
                        status = entry.status()]() mutable { done(status); });
     return;
   }
+  const std::string public_id = (*entry)->session->owner().public_id;
   StartTeardown(
       Take(sessions_.find(session_id)),
-      absl::CancelledError(absl::StrCat("session ", session_id, " was closed")),
+      absl::CancelledError(absl::StrCat("session ", public_id, " was closed")),
       "closed", std::move(done));
 }
 
@@ -332,7 +335,7 @@ void SessionManager::CheckLeases() {
     const absl::Duration idle = now - entry.session->last_used();
     if (idle >= entry.lease) {
       auto next = std::next(it);
-      const std::string id = it->first;
+      const std::string id = entry.session->owner().public_id;
       StartTeardown(Take(it),
                     absl::CancelledError(
                         absl::StrCat("session ", id, "'s lease expired")),

@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "server/backend/cpu/cpu_device.h"
@@ -145,6 +146,19 @@ TEST_F(SessionTest, QueueQuotaIsEnforced) {
             StatusCode::kResourceExhausted);
   req.set_priority(-1);
   EXPECT_EQ(session_->CreateQueue(req, &resp).code(), StatusCode::kOutOfRange);
+
+  // The default queue cannot go, and is named so, not by its id.
+  v1::DestroyQueueRequest destroy;
+  destroy.set_queue_id(session_->default_queue_id());
+  v1::DestroyQueueResponse destroyed;
+  absl::Status refused;
+  session_->DestroyQueue(destroy, &destroyed,
+                         [&](absl::Status s) { refused = std::move(s); });
+  EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.message().find("the default queue"), std::string::npos);
+  EXPECT_EQ(refused.message().find(absl::StrCat(session_->default_queue_id())),
+            std::string::npos)
+      << refused;
 }
 
 TEST_F(SessionTest, LaunchValidatesBeforeTheDevice) {

@@ -35,9 +35,8 @@ absl::StatusOr<OperatorTokenFile> OperatorTokenFile::Write(
   }
   // O_EXCL|O_NOFOLLOW: another user racing to plant a file or symlink
   // here makes this fail rather than receive the token.
-  const int fd = open(path.c_str(),
-                      O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                      0600);
+  const int fd = open(
+      path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return failed("cannot create it");
   OperatorTokenFile file(path);
   const std::string text = token + "\n";

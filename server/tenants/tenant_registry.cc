@@ -160,9 +160,9 @@ absl::StatusOr<std::vector<std::string>> TenantRegistry::Reload(
 absl::StatusOr<Principal> TenantRegistry::Authenticate(
     const Credentials& credentials) const {
   absl::MutexLock lock(&mu_);
-  const std::string digest =
-      credentials.bearer_token.has_value() ? Sha256(*credentials.bearer_token)
-                                           : std::string();
+  const std::string digest = credentials.bearer_token.has_value()
+                                 ? Sha256(*credentials.bearer_token)
+                                 : std::string();
   if (operator_ != nullptr && !digest.empty() &&
       CRYPTO_memcmp(operator_digest_.data(), digest.data(), digest.size()) ==
           0) {
@@ -201,8 +201,12 @@ std::vector<std::shared_ptr<Tenant>> TenantRegistry::All() const {
   absl::MutexLock lock(&mu_);
   std::vector<std::shared_ptr<Tenant>> all;
   for (const auto& [name, tenant] : by_name_) all.push_back(tenant);
-  if (operator_ != nullptr) all.push_back(operator_);
   return all;
+}
+
+std::shared_ptr<Tenant> TenantRegistry::Operator() const {
+  absl::MutexLock lock(&mu_);
+  return operator_;
 }
 
 void TenantRegistry::EnableOperatorToken(const std::string& token,
@@ -225,17 +229,18 @@ absl::Status TenantRegistry::RequireAdmin(const Principal& who,
   absl::MutexLock lock(&mu_);
   const std::string how =
       operator_ != nullptr
-          ? absl::StrCat("send an admin tenant's token, or the operator token "
-                         "in ",
-                         operator_token_path_,
-                         " (readable by root and the daemon's user; "
-                         "gpustreamctl reads it by itself)")
+          ? absl::StrCat(
+                "send an admin tenant's token, or the operator token "
+                "in ",
+                operator_token_path_,
+                " (readable by root and the daemon's user; "
+                "gpustreamctl reads it by itself)")
           : "send an admin tenant's token (a tenant with admin: true in "
             "--config); this daemon has no operator token "
             "(--operator_token_file)";
-  return absl::PermissionDeniedError(absl::StrCat(
-      rpc, " is an admin RPC; tenant '", who.name(), "' is not an admin: ",
-      how));
+  return absl::PermissionDeniedError(
+      absl::StrCat(rpc, " is an admin RPC; tenant '", who.name(),
+                   "' is not an admin: ", how));
 }
 
 }  // namespace gpustream::tenants

@@ -57,8 +57,11 @@ class TenantRegistry {
   absl::StatusOr<std::vector<std::string>> Reload(
       const v1::ServerConfig& config);
 
-  // Every tenant, for GetStats.
+  // Every configured tenant (or "default"), for GetStats and fair shares.
   std::vector<std::shared_ptr<Tenant>> All() const;
+  // The operator token's tenant, or null without one. Apart from All(): it
+  // takes no part in the split of max_sessions into fair shares.
+  std::shared_ptr<Tenant> Operator() const;
   bool configured() const;
 
   // PERMISSION_DENIED unless `who` is an admin; names the RPC and says how

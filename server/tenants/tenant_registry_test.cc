@@ -54,7 +54,9 @@ TEST(TenantRegistryTest, OperatorTokenIsTheLocalOperatorsAdminCredential) {
   ASSERT_TRUE((*with)->Reload(config).ok());
   EXPECT_TRUE((*with)->Authenticate(Token("op-secret"))->admin());
   EXPECT_EQ((*with)->Authenticate(Token("a"))->name(), "alice");
-  EXPECT_EQ((*with)->All().size(), 2u);
+  EXPECT_EQ((*with)->All().size(), 1u);  // Not among the fair shares.
+  ASSERT_NE((*with)->Operator(), nullptr);
+  EXPECT_EQ((*with)->Operator()->name(), "local-operator");
 
   auto reserved =
       TenantRegistry::Create(Config("tenants { name: 'local-operator' }"));

@@ -86,8 +86,8 @@ absl::StatusOr<Options> ResolveOptions(const RawOptions& raw) {
     // The local operator: the daemon's operator token beside its socket,
     // when this user may read it (root or the daemon's user). Anyone else
     // goes on without a token.
-    const std::string path = tenants::OperatorTokenPath(
-        absl::StripPrefix(options.target, "unix:"));
+    const std::string path =
+        tenants::OperatorTokenPath(absl::StripPrefix(options.target, "unix:"));
     if (access(path.c_str(), R_OK) == 0) {
       absl::StatusOr<std::string> token = ReadTokenFile(path);
       if (token.ok()) options.token = *std::move(token);

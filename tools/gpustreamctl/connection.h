@@ -12,13 +12,14 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/client.h"
+#include "client/connect_failure.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "proto/gpustream/v1/gpustream.grpc.pb.h"
 
 namespace gpustream::ctl {
 
 // The daemon's default address, as in gpustreamd and the clients.
-inline constexpr char kDefaultTarget[] = "unix:/tmp/gpustreamd.sock";
+using client::kDefaultTarget;
 
 // What the user gave: flag values (empty: not given) and the environment.
 struct RawOptions {
@@ -44,11 +45,11 @@ struct Options {
 // Resolves `raw`: target from --target, else $GPUSTREAM_TARGET, else
 // kDefaultTarget; token from --token or --token_file (not both), else
 // $GPUSTREAM_TOKEN, else, for a unix: target, the daemon's operator token
-// file beside the socket when this user can read it; TLS when any --tls_* flag is given. InvalidArgument
-// (a usage error) for both token flags, an unreadable or empty token file,
-// a token that cannot travel in a header, unreadable TLS files, TLS on a
-// unix: target, or a timeout that is not positive. Messages name files and
-// flags, never the token.
+// file beside the socket when this user can read it; TLS when any --tls_* flag
+// is given. InvalidArgument (a usage error) for both token flags, an unreadable
+// or empty token file, a token that cannot travel in a header, unreadable TLS
+// files, TLS on a unix: target, or a timeout that is not positive. Messages
+// name files and flags, never the token.
 absl::StatusOr<Options> ResolveOptions(const RawOptions& raw);
 
 // One channel to the daemon. Calls fail fast (no wait-for-ready): a daemon

@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "server/version.h"
 #include "tools/gpustreamctl/commands.h"
 #include "tools/gpustreamctl/connection.h"
 #include "tools/gpustreamctl/exit_codes.h"
@@ -81,7 +82,8 @@ std::string Usage() {
       "  --tls_cert=PEM, --tls_key=PEM\n",
       "                       client certificate and key (mutual TLS)\n",
       "  --timeout=DURATION   deadline of each call (default 5s)\n",
-      "  --json               one JSON document instead of a table\n\n",
+      "  --json               one JSON document instead of a table\n",
+      "  --version            print gpustreamctl's version and exit\n\n",
       "Exit codes: 0 ok; 1 the daemon answered with an error; 2 usage;\n",
       "3 daemon unreachable or timed out; 4 not authorized (UNAUTHENTICATED,\n",
       "PERMISSION_DENIED); 5 health: NOT_SERVING. See docs/gpustreamctl.md.\n");
@@ -89,7 +91,7 @@ std::string Usage() {
 }
 
 // What a look at the command line before absl parses it found.
-enum class Precheck { kRun, kHelp };
+enum class Precheck { kRun, kHelp, kVersion };
 
 // absl::ParseCommandLine exits with status 1 on an unknown flag or a bad
 // value, which scripts would read as "the daemon refused". So the flags are
@@ -106,6 +108,7 @@ absl::StatusOr<Precheck> CheckFlags(int argc, char** argv) {
     const bool has_value = eq != absl::string_view::npos;
     std::string name(body.substr(0, eq));
     if (name == "help" || name == "h") return Precheck::kHelp;
+    if (name == "version" && !has_value) return Precheck::kVersion;
     bool negated = false;
     if (KnownFlags().count(name) == 0 && absl::StartsWith(name, "no") &&
         BoolFlags().count(name.substr(2)) > 0) {
@@ -174,6 +177,10 @@ int Main(int argc, char** argv) {
   if (!precheck.ok()) return UsageError("", precheck.status().message());
   if (*precheck == Precheck::kHelp) {
     std::fputs(Usage().c_str(), stdout);
+    return kExitOk;
+  }
+  if (*precheck == Precheck::kVersion) {  // This binary's; no daemon asked.
+    std::printf("%s %s\n", kProgram, kServerVersion);
     return kExitOk;
   }
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);

@@ -23,6 +23,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/gpustream.h"
+#include "server/usage.h"
+#include "server/version.h"
 
 ABSL_FLAG(std::string, target, "unix:/tmp/gpustreamd.sock",
           "The daemon: unix:/path or 127.0.0.1:port");
@@ -514,6 +516,10 @@ int Run() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  gpustream::SetUsage("soak_client",
+                      "one soak client: a seeded random mix of commands on "
+                      "eight queues, every read checked; prints a JSON "
+                      "summary.\nUsage: soak_client --target=ADDR [flags]");
   absl::ParseCommandLine(argc, argv);
   return Run();
 }

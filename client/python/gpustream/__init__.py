@@ -20,7 +20,9 @@ from gpustream._objects import (EQUAL, GREATER_EQUAL, Buffer, Event, Flag,
 from gpustream._queue import Queue
 from gpustream._session import Session
 
-__version__ = "1.0.0"
+# The project's one version number (server/version.h): the daemon, gpustreamctl
+# and the C++ client carry the same; the tests check that they agree.
+__version__ = "0.1.0"
 
 __all__ = [
     "Buffer", "CLOSE_TIMEOUT_S", "Client", "EQUAL", "Error", "Event", "Flag",

@@ -8,6 +8,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import grpc
 
+from gpustream._connect_failure import (explain_connect_failure,
+                                       resolve_target, resolve_token)
 from gpustream._core import CLOSE_TIMEOUT_S
 from gpustream._errors import Error, from_rpc_error
 from gpustream._proto import pb, pb_grpc
@@ -18,36 +20,43 @@ MIN_VERSION = 1
 MAX_VERSION = 1
 
 
-def connect(target: str, token: Optional[str] = None, timeout: float = 10.0,
+def connect(target: Optional[str] = None, token: Optional[str] = None,
+            timeout: float = 10.0,
             root_certificates: Optional[bytes] = None,
             private_key: Optional[bytes] = None,
             certificate_chain: Optional[bytes] = None,
             server_name_override: Optional[str] = None,
             options: Sequence[Tuple[str, Any]] = (),
             rpc_timeout: float = 30.0) -> "Client":
-    """Connects to the daemon at ``target`` ("unix:/path" or "host:port") and
-    negotiates the protocol version.
+    """Connects to the daemon at ``target`` ("unix:/path" or "host:port";
+    None: ``$GPUSTREAM_TARGET`` if set, else "unix:/tmp/gpustreamd.sock")
+    and negotiates the protocol version.
 
     ``token``: a bearer token, sent as ``authorization: Bearer <token>`` on
-    every call. ``root_certificates`` (PEM bytes) turns on TLS, verifying the
+    every call (None: ``$GPUSTREAM_TOKEN`` if set). ``root_certificates`` (PEM bytes) turns on TLS, verifying the
     daemon against those CAs; ``private_key``/``certificate_chain`` add a
     client certificate (mTLS); ``server_name_override`` checks the
     daemon's certificate for that name instead of the target's host.
     ``options``: extra gRPC channel options. ``rpc_timeout`` bounds each
     discovery and session-opening RPC (DEADLINE_EXCEEDED after it).
 
-    Waits up to ``timeout`` seconds for the daemon to answer (it may still be
-    starting); raises ``Error``: UNAVAILABLE if nobody answered,
-    FAILED_PRECONDITION if no protocol version is shared, UNAUTHENTICATED
-    for missing or wrong credentials.
+    Raises ``Error``: UNAVAILABLE at once when the daemon cannot be reached,
+    naming the target and the cause ("no such socket", "TLS handshake
+    failed: the server wants TLS"...), or when it does not answer within
+    ``timeout`` seconds; FAILED_PRECONDITION if no protocol version is
+    shared; UNAUTHENTICATED for missing or wrong credentials. Nothing is
+    retried: a daemon still starting is not there yet.
     """
+    target = resolve_target(target)
+    token = resolve_token(token)
     channel_options = [("grpc.max_receive_message_length", -1),
                        ("grpc.max_send_message_length", -1)]
     if server_name_override:
         channel_options.append(("grpc.ssl_target_name_override",
                                 server_name_override))
     channel_options.extend(options)
-    if root_certificates is not None or certificate_chain is not None:
+    tls = root_certificates is not None or certificate_chain is not None
+    if tls:
         credentials = grpc.ssl_channel_credentials(
             root_certificates=root_certificates, private_key=private_key,
             certificate_chain=certificate_chain)
@@ -62,15 +71,11 @@ def connect(target: str, token: Optional[str] = None, timeout: float = 10.0,
         response = pb_grpc.GpuStreamStub(channel).GetVersion(
             pb.GetVersionRequest(min_version=MIN_VERSION,
                                  max_version=MAX_VERSION),
-            timeout=timeout, metadata=metadata, wait_for_ready=True)
+            timeout=timeout, metadata=metadata, wait_for_ready=False)
     except grpc.RpcError as rpc_error:
         channel.close()
-        error = from_rpc_error(rpc_error, f"connect to {target}")
-        if error.code == grpc.StatusCode.DEADLINE_EXCEEDED:
-            # Waiting for the daemon to come up timed out: nobody answered.
-            error = Error(grpc.StatusCode.UNAVAILABLE,
-                          f"connect to {target}: no answer within {timeout} s")
-        raise error from None
+        raise explain_connect_failure(target, tls, timeout,
+                                      rpc_error) from None
     return Client(channel, metadata, response.version, target, rpc_timeout)
 
 

@@ -83,11 +83,23 @@ class Outgoing:
         self.ack = ack
 
 
+# Ids this client mints are below 2**63; the daemon mints its own from
+# 2**63 up, and the only queue of those a session holds is its default.
+_FIRST_SERVER_ID = 1 << 63
+
+
+def queue_name(queue_id: int) -> str:
+    """``queue 5``, or ``the default queue``."""
+    if queue_id >= _FIRST_SERVER_ID:
+        return "the default queue"
+    return f"queue {queue_id}"
+
+
 def describe(op: str, detail: str, queue_id: Optional[int]) -> str:
     """How a message names a call, e.g. ``launch_kernel samples.noop on
-    queue 5``."""
+    queue 5`` or ``... on the default queue``."""
     text = f"{op} {detail}" if detail else op
-    return text if queue_id is None else f"{text} on queue {queue_id}"
+    return text if queue_id is None else f"{text} on {queue_name(queue_id)}"
 
 
 class Pending:

@@ -116,8 +116,9 @@ class SessionCore(HostFuncs):
     """
 
     def __init__(self, channel: grpc.Channel, metadata: Tuple, session_id: str,
-                 default_queue_id: int) -> None:
-        self.session_id = session_id
+                 default_queue_id: int, public_id: str) -> None:
+        self.session_id = session_id  # Secret: sent, never put in a message.
+        self.public_id = public_id
         self.default_queue_id = default_queue_id
         self._metadata = metadata
         self._stub = pb_grpc.GpuStreamStub(channel)
@@ -156,7 +157,7 @@ class SessionCore(HostFuncs):
             response_deserializer=pb.SubmitResponse.FromString)
         self._call = submit(self._requests(), metadata=self._metadata)
         self._reader = threading.Thread(
-            target=self._read_loop, name=f"gpustream-reader-{session_id[:8]}",
+            target=self._read_loop, name=f"gpustream-reader-{public_id}",
             daemon=True)
         self._reader.start()
 
@@ -172,7 +173,7 @@ class SessionCore(HostFuncs):
             raise self._stream_error
         if self._half_closed:
             raise Error(grpc.StatusCode.FAILED_PRECONDITION,
-                        f"session {self.session_id} is closed")
+                        f"session {self.public_id} is closed")
 
     def prepare(self, queue_id: Optional[int], op: str, detail: str,
                 fill: Callable[[Any], None], waiter: Optional[Waiter] = None,
@@ -339,16 +340,16 @@ class SessionCore(HostFuncs):
             for response in self._call:
                 self._on_response(response)
         except grpc.RpcError as rpc_error:
-            error = from_rpc_error(rpc_error, f"session {self.session_id}: "
+            error = from_rpc_error(rpc_error, f"session {self.public_id}: "
                                    "the Submit stream ended")
         except Exception as unexpected:  # Keep waiters from hanging.
             _log.exception("gpustream: Submit reader failed")
             error = Error(grpc.StatusCode.INTERNAL,
-                          f"session {self.session_id}: the Submit reader "
+                          f"session {self.public_id}: the Submit reader "
                           f"failed: {unexpected!r}")
         if error is None or self._closed:
             error = Error(grpc.StatusCode.FAILED_PRECONDITION,
-                          f"session {self.session_id} is closed")
+                          f"session {self.public_id} is closed")
         self._fail_all(error)
 
     def _on_response(self, response: Any) -> None:
@@ -520,10 +521,10 @@ class SessionCore(HostFuncs):
             self._closed = True
             waiter: Optional[Waiter] = None
             if self._stream_error is None and not self._half_closed:
-                waiter = Waiter(None, "close_session", self.session_id)
+                waiter = Waiter(None, "close_session", self.public_id)
                 item = Outgoing(
                     pb.Command(close_session={}).SerializeToString(), None,
-                    "close_session", self.session_id, waiter, ack=False)
+                    "close_session", self.public_id, waiter, ack=False)
                 self._append_locked(item)
             self._half_closed = True
             self._have_batch.notify_all()
@@ -543,7 +544,7 @@ class SessionCore(HostFuncs):
             left = deadline - time.monotonic()
             error = error or Error(
                 grpc.StatusCode.DEADLINE_EXCEEDED,
-                f"session {self.session_id}: the daemon did not confirm the "
+                f"session {self.public_id}: the daemon did not confirm the "
                 "close in time; the client side is closed")
             if left > 0.1:
                 try:
@@ -566,7 +567,7 @@ class SessionCore(HostFuncs):
         self._stop_host_funcs()
         # Fails every waiting call: a recovery pass waiting for a flag ends.
         self._fail_all(Error(grpc.StatusCode.FAILED_PRECONDITION,
-                             f"session {self.session_id} is closed"))
+                             f"session {self.public_id} is closed"))
         for thread in (self._reader, *self._host_func_threads()):
             if thread is not None and thread is not threading.current_thread():
                 thread.join(max(0.0, deadline - time.monotonic()))

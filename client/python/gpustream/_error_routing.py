@@ -11,22 +11,35 @@ from typing import Dict, Optional
 from gpustream._errors import Error
 
 
-class ErrorSlot:
-    """The first unreported error of a queue (or of the session), and how
-    many more came after it."""
+# Failures listed whole in one report; later ones are counted.
+MAX_LISTED_FAILURES = 16
 
-    __slots__ = ("first", "more")
+
+class ErrorSlot:
+    """The unreported errors of a queue (or of the session), in the order
+    they were filed: each is reported, up to ``MAX_LISTED_FAILURES``."""
+
+    __slots__ = ("errors", "unlisted")
 
     def __init__(self, first: Error) -> None:
-        self.first = first
-        self.more = 0
+        self.errors = [first]
+        self.unlisted = 0
+
+    def add(self, error: Error) -> None:
+        if len(self.errors) < MAX_LISTED_FAILURES:
+            self.errors.append(error)
+        else:
+            self.unlisted += 1
 
     def take(self) -> Error:
-        if self.more == 0:
-            return self.first
-        return Error(self.first.code,
-                     f"{self.first.message} (and {self.more} later command "
-                     f"failure(s))")
+        """One ``Error``: the first's code, every message in order."""
+        first = self.errors[0]
+        message = first.message
+        for error in self.errors[1:]:
+            message += f"; then {error.code.name}: {error.message}"
+        if self.unlisted:
+            message += f"; and {self.unlisted} later command failure(s)"
+        return Error(first.code, message)
 
 
 class ErrorRouter:
@@ -45,19 +58,19 @@ class ErrorRouter:
 
     def file(self, queue_id: Optional[int], error: Error) -> None:
         """Files ``error`` for the next synchronize of ``queue_id`` (None:
-        of any queue). Only the first failure of each is kept whole; later
-        ones are counted into its message."""
+        of any queue). Each is reported, in the order filed (up to
+        ``MAX_LISTED_FAILURES``; later ones are counted)."""
         if queue_id is None:
             if self._session_error is None:
                 self._session_error = ErrorSlot(error)
             else:
-                self._session_error.more += 1
+                self._session_error.add(error)
             return
         slot = self._queue_errors.get(queue_id)
         if slot is None:
             self._queue_errors[queue_id] = ErrorSlot(error)
         else:
-            slot.more += 1
+            slot.add(error)
 
     def take(self, queue_id: int) -> Optional[ErrorSlot]:
         """The queue's first unreported failure, else the session's; None if

@@ -27,6 +27,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 import grpc
 
+from gpustream._commands import queue_name
 from gpustream._errors import Error
 from gpustream._proto import pb
 from gpustream._timeouts import ANSWER_GRACE_S, deadline_of
@@ -70,7 +71,8 @@ _STOP = object()  # Ends the host-function thread.
 class HostFuncs:
     """The host-function side of ``SessionCore``, which mixes it in.
 
-    Contract with the class mixing it in: it provides ``session_id``,
+    Contract with the class mixing it in: it provides ``session_id`` (the
+    secret, sent only), ``public_id`` (for thread names and messages),
     ``_stub`` and ``_metadata`` (the session's GpuStream stub and call
     metadata), ``_mu`` (the lock that also guards this registry and these
     threads), ``_stopping`` (set by ``close``: every thread here ends),
@@ -85,6 +87,7 @@ class HostFuncs:
     """
 
     session_id: str
+    public_id: str
     _stub: Any
     _metadata: Any
     _mu: threading.Lock
@@ -123,11 +126,11 @@ class HostFuncs:
                 self._callbacks = queue_module.SimpleQueue()
                 self._callback_thread = threading.Thread(
                     target=self._callback_loop,
-                    name=f"gpustream-hostfunc-{self.session_id[:8]}",
+                    name=f"gpustream-hostfunc-{self.public_id}",
                     daemon=True)
                 self._watcher = threading.Thread(
                     target=self._watch_loop,
-                    name=f"gpustream-watch-{self.session_id[:8]}", daemon=True)
+                    name=f"gpustream-watch-{self.public_id}", daemon=True)
                 self._callback_thread.start()
                 self._watcher.start()
 
@@ -176,7 +179,7 @@ class HostFuncs:
 
         thread = threading.Thread(
             target=passes, daemon=True,
-            name=f"gpustream-recover-{self.session_id[:8]}")
+            name=f"gpustream-recover-{self.public_id}")
         with self._mu:
             if self._stopping.is_set():
                 return
@@ -251,7 +254,7 @@ class HostFuncs:
                 self.file_error(host_func.queue_id, Error(
                     grpc.StatusCode.UNKNOWN,
                     f"host function {getattr(host_func.fn, '__name__', '?')} "
-                    f"on queue {host_func.queue_id} raised "
+                    f"on {queue_name(host_func.queue_id)} raised "
                     f"{type(error).__name__}: {error}"))
             flag_id, ticket = host_func.flag_id, host_func.ticket
 

@@ -126,7 +126,7 @@ class SessionObject:
         session = self._session_ref()
         if session is None:  # Only a default queue outlives its session.
             raise Error(grpc.StatusCode.FAILED_PRECONDITION,
-                        f"session {self._core.session_id} is closed")
+                        f"session {self._core.public_id} is closed")
         return session
 
     def _check(self) -> None:

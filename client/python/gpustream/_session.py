@@ -33,11 +33,15 @@ class Session:
 
     def __init__(self, client: Any, response: Any, device_id: int) -> None:
         self._client = client
+        # The secret id: whoever has it can use the session. Never printed;
+        # messages, logs and repr() use public_id ("s-" + 16 hex digits,
+        # as gpustreamctl sessions and the daemon's log show it).
         self.id: str = response.session_id
+        self.public_id: str = response.public_id
         self.device_id = device_id
         self.lease_seconds: int = response.lease_seconds
         self._core = SessionCore(client._channel, client._metadata, self.id,
-                                 response.default_queue_id)
+                                 response.default_queue_id, self.public_id)
         self.default_queue = Queue(self, response.default_queue_id,
                                    owned=False)
 
@@ -48,7 +52,7 @@ class Session:
     def _check(self) -> None:
         if self._core.closed:
             raise Error(grpc.StatusCode.FAILED_PRECONDITION,
-                        f"session {self.id} is closed")
+                        f"session {self.public_id} is closed")
 
     def create_queue(self, priority: int = 0) -> Queue:
         """A new queue (pipelined: usable at once). ``priority`` within the
@@ -144,7 +148,7 @@ class Session:
 
     def __repr__(self) -> str:
         state = " closed" if self.closed else ""
-        return (f"<gpustream.Session {self.id[:8]}... device "
+        return (f"<gpustream.Session {self.public_id} device "
                 f"{self.device_id}{state}>")
 
 

@@ -1,5 +1,8 @@
 """Connecting, version negotiation, discovery."""
 
+import socket
+import time
+
 import grpc
 import pytest
 
@@ -14,6 +17,8 @@ def test_server_info(client):
     assert list(info.backends) == ["cpu"]
     assert "submit_stream" in info.features
     assert "client_minted_ids" in info.features
+    # One version number for the daemon and both clients.
+    assert info.server_version == gpustream.__version__
 
 
 def test_devices(client):
@@ -33,11 +38,39 @@ def test_modules_declare_the_sample_kernels(client):
     assert kernels["noop"] == []
 
 
-def test_connect_to_nobody_is_unavailable_within_the_timeout(tmp_path):
+def test_connect_to_nobody_is_unavailable_at_once_naming_the_cause(tmp_path):
+    target = f"unix:{tmp_path}/nobody.sock"
+    started = time.monotonic()
     with pytest.raises(gpustream.Error) as error:
-        gpustream.connect(f"unix:{tmp_path}/nobody.sock", timeout=0.5)
+        gpustream.connect(target, timeout=10)
+    assert time.monotonic() - started < 3
     assert error.value.code == grpc.StatusCode.UNAVAILABLE
-    assert "connect to unix:" in error.value.message
+    assert error.value.message.startswith(
+        f"connect to {target}: no such socket"), error.value.message
+    # A socket file nobody listens on (a daemon that died left it).
+    stale = tmp_path / "stale.sock"
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(stale))
+    listener.close()
+    with pytest.raises(gpustream.Error) as error:
+        gpustream.connect(f"unix:{stale}", timeout=10)
+    assert error.value.code == grpc.StatusCode.UNAVAILABLE
+    assert "nobody listens on this socket" in error.value.message
+
+
+def test_target_and_token_from_the_environment(daemon, monkeypatch):
+    monkeypatch.setenv("GPUSTREAM_TARGET", daemon.unix_target)
+    with gpustream.connect() as client:
+        assert client.target == daemon.unix_target
+        assert client.list_devices()
+    monkeypatch.setenv("GPUSTREAM_TARGET", "unix:/nonexistent/gs.sock")
+    with pytest.raises(gpustream.Error) as error:
+        gpustream.connect()
+    assert "connect to unix:/nonexistent/gs.sock: no such socket" in \
+        error.value.message
+    # An explicit target wins over the environment.
+    with gpustream.connect(daemon.unix_target) as client:
+        assert client.target == daemon.unix_target
 
 
 def test_tcp_client(tcp_client):

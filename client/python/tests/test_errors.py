@@ -1,6 +1,7 @@
 """Errors: exact codes, client-side argument checks, per-queue reporting."""
 
 import math
+import re
 import threading
 import time
 
@@ -170,6 +171,21 @@ def test_one_thread_never_gets_another_queues_error(session):
     assert set(bad_codes) == {grpc.StatusCode.OUT_OF_RANGE}
 
 
+def test_every_failure_of_a_queue_is_reported_in_order(session):
+    q = session.create_queue()
+    buf = session.allocate(16)
+    q.fill(buf, 1, size=6)  # Not a multiple of 4: INVALID_ARGUMENT.
+    q.launch("samples", "noop", 1, 1)
+    q.fill(buf, 2, size=10)  # Again.
+    code, message = code_of(q.synchronize, timeout=10)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    first = message.index(f"fill_buffer {buf.id} [0, 6)")
+    second = message.index(f"; then INVALID_ARGUMENT: fill_buffer {buf.id} "
+                           "[0, 10)")
+    assert first < second, message
+    q.synchronize(timeout=10)  # Reported once.
+
+
 def test_queue_less_error_is_raised_by_any_queue(session):
     ghost = gpustream.Buffer(session, 999_999, 16, "device")
     ghost.close()  # free_buffer of an unknown id: NOT_FOUND, queue-less.
@@ -230,7 +246,8 @@ def test_out_of_range_memory_operations(session):
     q.fill(buf, 1, size=6)  # Not a multiple of 4: the daemon refuses it.
     code, message = code_of(q.synchronize, timeout=10)
     assert code == grpc.StatusCode.INVALID_ARGUMENT
-    assert f"fill_buffer {buf.id} [0, 6) on queue {q.id}" in message
+    assert f"fill_buffer {buf.id} [0, 6) on the default queue" in message
+    assert str(q.id) not in message
 
 
 def test_use_after_close(client):
@@ -242,6 +259,10 @@ def test_use_after_close(client):
         grpc.StatusCode.FAILED_PRECONDITION
     session.close()
     assert code_of(flag.read)[0] == grpc.StatusCode.FAILED_PRECONDITION
-    assert code_of(session.allocate, 16)[0] == \
-        grpc.StatusCode.FAILED_PRECONDITION
+    code, message = code_of(session.allocate, 16)
+    assert code == grpc.StatusCode.FAILED_PRECONDITION
+    # Named by its public id, never by the secret one.
+    assert re.fullmatch(r"s-[0-9a-f]{16}", session.public_id)
+    assert f"session {session.public_id} is closed" in message
+    assert session.id not in message and session.id not in repr(session)
     session.close()  # Idempotent.

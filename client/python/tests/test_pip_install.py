@@ -52,6 +52,10 @@ def test_pip_install_into_a_venv(tmp_path, daemon):
         "        session.default_queue.launch('samples', 'fill_u32', 1, 8,\n"
         "                                     buf, 6, 8)\n"
         "        assert buf.read() == bytes([6, 0, 0, 0]) * 8\n"
+        "        assert client.server_info().server_version == \\\n"
+        "            gpustream.__version__\n"
+        "import importlib.metadata as metadata\n"
+        "assert metadata.version('gpustream') == gpustream.__version__\n"
         "print('installed client ok')\n")
     run = subprocess.run([str(venv / "bin" / "python"), "-c", script,
                           daemon.unix_target], capture_output=True, text=True,

@@ -93,5 +93,30 @@ def test_tls(secure_daemon):
 
 def test_plaintext_to_a_tls_listener_fails(secure_daemon):
     with pytest.raises(gpustream.Error) as error:
-        gpustream.connect(secure_daemon.tcp_target, token=TOKEN, timeout=1)
+        gpustream.connect(secure_daemon.tcp_target, token=TOKEN, timeout=10)
     assert error.value.code == grpc.StatusCode.UNAVAILABLE
+    assert error.value.message.startswith(
+        f"connect to {secure_daemon.tcp_target}: TLS handshake failed: the "
+        "server wants TLS"), error.value.message
+
+
+def test_tls_to_a_plaintext_listener_fails(daemon, secure_daemon):
+    with pytest.raises(gpustream.Error) as error:
+        gpustream.connect(daemon.tcp_target, timeout=10,
+                          root_certificates=secure_daemon.ca)
+    assert error.value.code == grpc.StatusCode.UNAVAILABLE
+    assert "TLS handshake failed: the server does not speak TLS" in \
+        error.value.message
+
+
+def test_token_from_the_environment(secure_daemon, monkeypatch):
+    monkeypatch.setenv("GPUSTREAM_TOKEN", TOKEN)
+    with gpustream.connect(secure_daemon.tcp_target,
+                           root_certificates=secure_daemon.ca) as client:
+        with client.open_session() as session:
+            assert session.allocate(8) is not None
+    monkeypatch.setenv("GPUSTREAM_TOKEN", "not-a-token")
+    with pytest.raises(gpustream.Error) as error:
+        gpustream.connect(secure_daemon.tcp_target,
+                          root_certificates=secure_daemon.ca)
+    assert error.value.code == grpc.StatusCode.UNAUTHENTICATED

@@ -1,0 +1,34 @@
+// Fetching kernel signatures.
+#include "client/kernel_signatures.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/session_core.h"
+
+namespace gpustream::client {
+
+std::shared_ptr<const KernelSignatures> KernelSignatures::Fetch(
+    v1::GpuStream::Stub& stub, const std::string& token,
+    absl::Duration timeout) {
+  auto signatures = std::make_shared<KernelSignatures>();
+  v1::ListModulesResponse modules;
+  auto context = NewClientContext(token);
+  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  if (!stub.ListModules(context.get(), {}, &modules).ok()) return signatures;
+  for (const v1::Module& m : modules.modules()) {
+    for (const v1::Kernel& k : m.kernels()) {
+      std::vector<v1::ParamKind>& params =
+          signatures->kinds_[absl::StrCat(m.name(), ".", k.name())];
+      for (int p : k.params()) params.push_back(static_cast<v1::ParamKind>(p));
+    }
+  }
+  return signatures;
+}
+
+const std::vector<v1::ParamKind>* KernelSignatures::Find(
+    absl::string_view module, absl::string_view kernel) const {
+  auto it = kinds_.find(absl::StrCat(module, ".", kernel));
+  return it != kinds_.end() ? &it->second : nullptr;
+}
+
+}  // namespace gpustream::client
