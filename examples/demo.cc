@@ -92,7 +92,7 @@ int Run() {
   auto session = client->open_session({.client_name = "demo"});
   CHECK_OK(session.status());
   gs::Session& s = **session;
-  std::printf("session %s opened\n", s.id().c_str());
+  std::printf("session %s opened\n", s.public_id().c_str());
 
   // 1. Two producer queues fill a and b; the consumer waits on both events,
   //    adds, then runs saxpy: y = 0.5 * c + y.

@@ -53,7 +53,7 @@ def run(target: str, n: int, token: str = "",
                 print(f"kernel {m.name}.{k.name}({params})")
 
         with client.open_session(client_name="demo.py") as s:
-            print(f"session {s.id} opened")
+            print(f"session {s.public_id} opened")
 
             # 1. Two producer queues fill a and b; the consumer waits on both
             #    events, adds, then runs saxpy: a = 0.5 * c + a.

@@ -523,8 +523,8 @@ TEST_F(StreamBoundsTest,
 // failure arrives and the stream carries on.
 TEST_F(StreamBoundsTest, UnreadResultsHoldBackTheClientsRequests) {
   constexpr int kRequests = 60, kCommands = 2000;
-  // Each failure quotes this session id: about 1 KB a result.
-  const std::string foreign(1000, 'f');
+  // Each failure quotes this module name: about 1 KB a result.
+  const std::string missing(1000, 'm');
   const uint64_t rss_before = rss();
   ASSERT_GT(rss_before, 0u);
   grpc::ClientContext ctx;
@@ -541,8 +541,12 @@ TEST_F(StreamBoundsTest, UnreadResultsHoldBackTheClientsRequests) {
       for (int i = 0; i < kCommands; ++i) {
         v1::Command* c = req.add_commands();
         c->set_seq(++seq);
-        c->mutable_destroy_event()->set_session_id(foreign);
-        c->mutable_destroy_event()->set_event_id(7);
+        v1::LaunchKernelRequest* launch = c->mutable_launch_kernel();
+        launch->set_queue_id(queue_);
+        launch->set_module(missing);
+        launch->set_kernel("k");
+        launch->mutable_grid()->set_x(1);
+        launch->mutable_block()->set_x(1);
       }
       if (!stream->Write(req)) return;
       absl::MutexLock lock(&mu);
@@ -562,7 +566,8 @@ TEST_F(StreamBoundsTest, UnreadResultsHoldBackTheClientsRequests) {
   for (int n = 0; n < 1000000 && stream->Read(&resp); ++n) {
     EXPECT_LE(resp.ByteSizeLong(), kMaxMessage);
     for (const v1::CommandResult& r : resp.results()) {
-      EXPECT_EQ(r.status().code(), grpc::StatusCode::INVALID_ARGUMENT);
+      EXPECT_EQ(r.status().code(), grpc::StatusCode::NOT_FOUND)
+          << r.status().message();
       ++failures;
     }
     completed = resp.completed_seq();
