@@ -17,9 +17,9 @@ std::shared_ptr<const KernelSignatures> KernelSignatures::Fetch(
   if (!stub.ListModules(context.get(), {}, &modules).ok()) return signatures;
   for (const v1::Module& m : modules.modules()) {
     for (const v1::Kernel& k : m.kernels()) {
-      std::vector<v1::ParamKind>& params =
-          signatures->kinds_[absl::StrCat(m.name(), ".", k.name())];
+      std::vector<v1::ParamKind> params;
       for (int p : k.params()) params.push_back(static_cast<v1::ParamKind>(p));
+      signatures->kinds_[{m.name(), k.name()}] = std::move(params);
     }
   }
   return signatures;
@@ -27,7 +27,8 @@ std::shared_ptr<const KernelSignatures> KernelSignatures::Fetch(
 
 const std::vector<v1::ParamKind>* KernelSignatures::Find(
     absl::string_view module, absl::string_view kernel) const {
-  auto it = kinds_.find(absl::StrCat(module, ".", kernel));
+  auto it =
+      kinds_.find(std::make_pair(std::string(module), std::string(kernel)));
   return it != kinds_.end() ? &it->second : nullptr;
 }
 

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -33,8 +34,10 @@ class KernelSignatures {
                                          absl::string_view kernel) const;
 
  private:
-  // "module.kernel" -> kinds.
-  absl::flat_hash_map<std::string, std::vector<v1::ParamKind>> kinds_;
+  // (module, kernel) -> kinds.
+  absl::flat_hash_map<std::pair<std::string, std::string>,
+                      std::vector<v1::ParamKind>>
+      kinds_;
 };
 
 }  // namespace gpustream::client

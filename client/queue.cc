@@ -71,7 +71,10 @@ absl::Status Queue::Owns(const Handle& object, absl::string_view what,
     // Ids are per session: sent, it would name this session's object with
     // the same id.
     return absl::InvalidArgumentError(
-        absl::StrCat(what, " ", object.id(), " belongs to another session"));
+        absl::StrCat(absl::string_view(what) == "queue"
+                         ? QueueName(object.id())
+                         : absl::StrCat(what, " ", object.id()),
+                     " belongs to another session"));
   }
   return also != nullptr ? Owns(*also, what) : absl::OkStatus();
 }
@@ -248,7 +251,7 @@ absl::StatusOr<std::string> Queue::read(const Buffer& src, uint64_t offset,
   // As synchronize: a command of this queue the daemon rejected earlier is
   // reported here, rather than bytes it never wrote (its rejection arrived
   // before this result).
-  if (absl::Status deferred = core().TakeError(id()); !deferred.ok()) {
+  if (absl::Status deferred = core().TakeQueueError(id()); !deferred.ok()) {
     return deferred;
   }
   if (!result.ok()) return result.status();

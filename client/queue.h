@@ -75,7 +75,10 @@ class Queue : public Handle {
   // Copies `bytes` now (the caller may reuse them at once); a large write
   // travels as several commands of at most SessionCore::kMaxWritePiece.
   void write(const Buffer& dst, uint64_t offset, absl::string_view bytes);
-  // Blocks until the queue has reached and run the copy.
+  // Blocks until the queue has reached and run the copy. An earlier
+  // command of this queue that was rejected is reported here instead of
+  // the bytes (as synchronize() does; queue-less failures are left for the
+  // next synchronize()).
   absl::StatusOr<std::string> read(const Buffer& src, uint64_t offset,
                                    uint64_t size);
   void copy(const Buffer& src, uint64_t src_offset, const Buffer& dst,

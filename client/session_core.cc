@@ -250,10 +250,20 @@ void SessionCore::MergeSlot(ErrorSlot& into, ErrorSlot from) {
 }
 
 absl::Status SessionCore::TakeError(uint64_t queue_id) {
+  return TakeErrors(queue_id, /*with_queue_less=*/true);
+}
+
+absl::Status SessionCore::TakeQueueError(uint64_t queue_id) {
+  return TakeErrors(queue_id, /*with_queue_less=*/false);
+}
+
+absl::Status SessionCore::TakeErrors(uint64_t queue_id, bool with_queue_less) {
   ErrorSlot taken;
   {
     absl::MutexLock lock(&mu_);
-    MergeSlot(taken, std::exchange(session_errors_, ErrorSlot()));
+    if (with_queue_less) {
+      MergeSlot(taken, std::exchange(session_errors_, ErrorSlot()));
+    }
     if (queue_id == 0) {
       for (auto& [id, slot] : queue_errors_) MergeSlot(taken, std::move(slot));
       queue_errors_.clear();

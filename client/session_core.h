@@ -113,6 +113,9 @@ class SessionCore {
   // `queue_id` or no queue (OK if none); later ones are counted in its
   // message. With `queue_id` 0: the first of every queue's.
   absl::Status TakeError(uint64_t queue_id);
+  // The failures of commands that targeted `queue_id` only (for read(),
+  // whose bytes a queue-less failure says nothing about).
+  absl::Status TakeQueueError(uint64_t queue_id);
 
   // Enqueues destroy_queue; once the daemon answers it, destroy_flag for
   // each of `flags_after`.
@@ -170,7 +173,7 @@ class SessionCore {
   // The pending failures of a queue (or of queue-less commands): each is
   // reported, in seq order, up to kMaxListedFailures; past that the ones
   // with the highest seqs are counted.
-  static constexpr size_t kMaxListedFailures = 16;
+  static constexpr size_t kMaxListedFailures = 256;
   struct ErrorSlot {
     std::vector<std::pair<uint64_t, absl::Status>> failures;  // (seq, error)
     uint64_t unlisted = 0;
@@ -204,6 +207,8 @@ class SessionCore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void AddToSlot(ErrorSlot& slot, uint64_t seq, absl::Status status);
   static void MergeSlot(ErrorSlot& into, ErrorSlot from);
+  // TakeError's work; queue-less failures too when `with_queue_less`.
+  absl::Status TakeErrors(uint64_t queue_id, bool with_queue_less);
   void WatchLoop();
   // Runs a host function, then releases its queue.
   void RunHostFunc(HostFunc host_func);

@@ -14,8 +14,9 @@
 #include "server/usage.h"
 #include "server/version.h"
 
-ABSL_FLAG(std::string, target, "unix:/tmp/gpustreamd.sock",
-          "The daemon: unix:/path or host:port");
+ABSL_FLAG(std::string, target, "",
+          "The daemon: unix:/path or host:port (empty: $GPUSTREAM_TARGET, "
+          "else unix:/tmp/gpustreamd.sock)");
 ABSL_FLAG(uint64_t, n, 1 << 20, "Elements per vector");
 ABSL_FLAG(std::string, token, "",
           "Bearer token, where the daemon requires one (or GPUSTREAM_TOKEN)");

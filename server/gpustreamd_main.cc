@@ -37,7 +37,7 @@
 
 ABSL_FLAG(std::vector<std::string>, listen, {"unix:/tmp/gpustreamd.sock"},
           "Addresses to serve, comma-separated or repeated: unix:/path or "
-          "host:port (port 0 picks a free one). Plaintext TCP, even on "
+          "host:port (port 0 picks a free one). A TCP listener, even on "
           "loopback, authenticates nobody unless tenants are configured "
           "(--config)");
 ABSL_FLAG(std::string, backend, "auto",
@@ -257,12 +257,21 @@ std::optional<tenants::OperatorTokenFile> EnableOperatorToken(
   return *std::move(file);
 }
 
+// A tenant error of the config file (its message names the field, e.g.
+// "tenants[1] ('ops').token_sha256[0] ..."), prefixed with the file.
+absl::Status InConfig(const std::string& path, const absl::Status& status) {
+  if (status.ok() || path.empty()) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat("--config ", path, ": ", status.message()));
+}
+
 // SIGHUP: rereads --config's tenants (weights, quotas, credentials). A
 // config that no longer parses keeps the tenants served now.
 void ReloadTenants(session::ServerCore& core, const std::string& path) {
   auto config = LoadServerConfig(path);
-  absl::Status reloaded =
-      config.ok() ? core.ReloadTenants(*config) : config.status();
+  absl::Status reloaded = config.ok()
+                              ? InConfig(path, core.ReloadTenants(*config))
+                              : config.status();
   if (!reloaded.ok()) {
     log::Error("tenants_not_reloaded")
         .Str("config", path)
@@ -381,6 +390,18 @@ int Run(int argc, char** argv) {
       flag_or_config("lease_seconds", absl::GetFlag(FLAGS_lease_seconds),
                      limits.default_lease_seconds());
   options.max_lease_seconds = Or(limits.max_lease_seconds(), 3600u);
+  // 0 given on the command line is no default: a lease of 0 would end
+  // every session at once, a limit of 0 would stop every launch.
+  for (auto [name, value] :
+       {std::pair<const char*, uint64_t>{"lease_seconds",
+                                         options.default_lease_seconds},
+        {"cpu_memory_bytes", backend_options.cpu.memory_limit_bytes},
+        {"kernel_time_limit_ms", kernel_limit_ms}}) {
+    if (value == 0) {
+      return StartFailed(absl::InvalidArgumentError(
+          absl::StrCat("--", name, "=0: want a positive value")));
+    }
+  }
   const int max_message_bytes =
       static_cast<int>(Or(limits.max_message_bytes(), 256u << 20));
   auto transport = TransportOptionsFromFlags(
@@ -406,7 +427,9 @@ int Run(int argc, char** argv) {
         .Str("action", "serving the CPU backend");
   }
   auto tenants = tenants::TenantRegistry::Create(*config);
-  if (!tenants.ok()) return StartFailed(tenants.status());
+  if (!tenants.ok()) {
+    return StartFailed(InConfig(absl::GetFlag(FLAGS_config), tenants.status()));
+  }
   const bool tenants_configured = (*tenants)->configured();
   if (tenants_configured) {
     log::Info("tenants").Num("configured", (*tenants)->All().size());

@@ -87,9 +87,10 @@ TEST_F(CppClientTest, KernelArgumentsConvertOrAreRefusedAtTheCall) {
   EXPECT_THAT(refused.message(),
               HasSubstr("kernel samples.add_u64: argument 1 is a U64 "
                         "parameter; got integer -1: outside [0, 2^64)"));
-  EXPECT_THAT(refused.message(),
-              HasSubstr("; then INVALID_ARGUMENT: launch_kernel samples.add_u64 "
-                        "on the default queue"));
+  EXPECT_THAT(
+      refused.message(),
+      HasSubstr("; then INVALID_ARGUMENT: launch_kernel samples.add_u64 "
+                "on the default queue"));
   EXPECT_THAT(refused.message(),
               HasSubstr("argument 1 is a U64 parameter; got float 2.5: pass "
                         "an integer"));

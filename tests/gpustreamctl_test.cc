@@ -601,6 +601,21 @@ TEST_F(GpustreamctlTest, OperatorTokenMakesTheLocalUserAnAdmin) {
                                           "address=",
                                           (*bare)->tcp_target())));
   EXPECT_THAT(log, HasSubstr("event=operator_token path=" + bare_token));
+  // gpustreamctl reads only a private regular file: with group bits, or
+  // as a symlink, the token is not used.
+  ASSERT_EQ(chmod(bare_token.c_str(), 0640), 0);
+  run = RunCtl({"sessions", bare_target});
+  EXPECT_EQ(run.exit_code, 4) << run;
+  ASSERT_EQ(chmod(bare_token.c_str(), 0600), 0);
+  const std::string moved = bare_token + ".moved";
+  ASSERT_EQ(rename(bare_token.c_str(), moved.c_str()), 0);
+  ASSERT_EQ(symlink(moved.c_str(), bare_token.c_str()), 0);
+  run = RunCtl({"sessions", bare_target});
+  EXPECT_EQ(run.exit_code, 4) << run;
+  ASSERT_EQ(unlink(bare_token.c_str()), 0);
+  ASSERT_EQ(rename(moved.c_str(), bare_token.c_str()), 0);
+  run = RunCtl({"sessions", bare_target});
+  EXPECT_EQ(run.exit_code, 0) << run;
   run = RunCtl({"sessions", bare_target}, {"GPUSTREAM_TOKEN=not-the-token"});
   EXPECT_EQ(run.exit_code, 4) << run;
   EXPECT_THAT(run.err, HasSubstr("tenant 'default' is not an admin")) << run;

@@ -564,6 +564,16 @@ TEST_F(TlsFlagsTest, ConfigErrorNamesItsPlace) {
                           "\\\"gpustream.v1.ServerLimits\\\" has no field "
                           "named \\\"max_sesions\\\".")))
       << output;
+  // A tenant error names the file and the field.
+  std::ofstream(config) << "tenants { name: \"local-operator\" }\n";
+  EXPECT_EQ(Start({"--config=" + config}, &output), 2);
+  EXPECT_THAT(output, HasSubstr(absl::StrCat(
+                          "--config ", config,
+                          ": tenants[0].name 'local-operator' is reserved")))
+      << output;
+  // 0 is not a default: refused, naming the flag.
+  EXPECT_EQ(Start({"--lease_seconds=0"}, &output), 2);
+  EXPECT_THAT(output, HasSubstr("--lease_seconds=0: want a positive value"));
 }
 
 TEST_F(TlsFlagsTest, KeyOfAnotherCertificate) {
@@ -621,9 +631,8 @@ TEST(TlsHelpTest, HelpDocumentsTheTransportFlags) {
   EXPECT_THAT(output, HasSubstr("default: 60000;"));
   EXPECT_THAT(output, HasSubstr("default: \"0660\";"));
   std::string version;
-  EXPECT_EQ(RunCommand({RunfilePath("server/gpustreamd"), "--version"},
-                       &version),
-            0);
+  EXPECT_EQ(
+      RunCommand({RunfilePath("server/gpustreamd"), "--version"}, &version), 0);
   EXPECT_EQ(version, absl::StrCat("gpustreamd ", kServerVersion, "\n"));
 }
 

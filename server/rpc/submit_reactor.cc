@@ -82,9 +82,9 @@ void SubmitReactor::OnReadDone(bool ok) {
                              request_.session_id() != session->id())) {
     absl::Status error;
     if (session != nullptr) {
-      error = absl::InvalidArgumentError(absl::StrCat(
-          "session_id '", request_.session_id(),
-          "' differs from the stream's session; open one stream per session"));
+      error = absl::InvalidArgumentError(
+          "session_id differs from the stream's session; open one stream per "
+          "session");
     } else if (request_.session_id().empty()) {
       error = absl::InvalidArgumentError(
           "session_id is required on the first SubmitRequest");
@@ -137,9 +137,8 @@ namespace {
 
 // The id is a secret: named by field, never echoed.
 absl::Status ForeignSession(uint64_t seq) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("command seq ", seq,
-                   ": session_id differs from the stream's session"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "command seq ", seq, ": session_id differs from the stream's session"));
 }
 
 }  // namespace
@@ -163,8 +162,7 @@ void SubmitReactor::RunCommand(Session& session, const v1::Command& command) {
       v1::CloseSessionRequest req = command.close_session();
       if (req.session_id().empty()) req.set_session_id(session.id());
       if (req.session_id() != session.id()) {
-        Complete(std::move(result), ForeignSession(seq),
-                 true);
+        Complete(std::move(result), ForeignSession(seq), true);
         return;
       }
       auto* resp = result->mutable_close_session();
@@ -270,8 +268,7 @@ void SubmitReactor::Run(Session& session, uint64_t seq, Op op, const Req& req,
     return;
   }
   if (!req.session_id().empty() && req.session_id() != session.id()) {
-    Complete(std::move(result), ForeignSession(seq),
-             always_send, promised);
+    Complete(std::move(result), ForeignSession(seq), always_send, promised);
     return;
   }
   session::Invoke(session, op, req, resp,

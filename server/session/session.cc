@@ -107,7 +107,8 @@ void Session::Describe(v1::SessionInfo* info) {
 }
 
 Session::~Session() {
-  Teardown(absl::CancelledError(absl::StrCat("session ", owner_.public_id, " closed")));
+  Teardown(absl::CancelledError(
+      absl::StrCat("session ", owner_.public_id, " closed")));
 }
 
 template <typename T>
@@ -125,17 +126,19 @@ absl::Status Session::ClosedError() {
       ended_reason_.code() == absl::StatusCode::kUnavailable) {
     return ended_reason_;
   }
-  return absl::NotFoundError(absl::StrCat("session ", owner_.public_id, " is closed"));
+  return absl::NotFoundError(
+      absl::StrCat("session ", owner_.public_id, " is closed"));
 }
 
 // FAILED_PRECONDITION once the queue holds a sticky error; ABORTED as it is
 // when the device failed (the session must be reopened, not the call fixed).
-absl::Status CheckLive(uint64_t id, Queue& queue) {
+// `name`: Session::QueueName of the queue.
+absl::Status CheckLive(const std::string& name, Queue& queue) {
   if (absl::Status error = queue.error(); !error.ok()) {
     if (error.code() == absl::StatusCode::kAborted) return error;
-    return absl::FailedPreconditionError(absl::StrCat(
-        "queue_id ", id, " failed earlier and takes no more work (",
-        error.ToString(), ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(name, " failed earlier and takes no more work (",
+                     error.ToString(), ")"));
   }
   return absl::OkStatus();
 }
@@ -144,7 +147,7 @@ absl::StatusOr<std::shared_ptr<Queue>> Session::FindLiveQueue(uint64_t id,
                                                               uint64_t staged) {
   auto queue = Find<Queue>(id, "queue_id");
   if (!queue.ok()) return queue;
-  if (absl::Status s = CheckLive(id, **queue); !s.ok()) return s;
+  if (absl::Status s = CheckLive(QueueName(id), **queue); !s.ok()) return s;
   if (absl::Status s = ctx_.tenant->CheckEnqueue(staged); !s.ok()) return s;
   return queue;
 }
@@ -277,8 +280,8 @@ void Session::DestroyQueue(const v1::DestroyQueueRequest& req,
 
 absl::Status Session::ClosedReason() {
   absl::MutexLock lock(&mu_);
-  return ended_reason_.ok() ? absl::CancelledError(
-                                  absl::StrCat("session ", owner_.public_id, " was closed"))
+  return ended_reason_.ok() ? absl::CancelledError(absl::StrCat(
+                                  "session ", owner_.public_id, " was closed"))
                             : ended_reason_;
 }
 
@@ -299,11 +302,7 @@ void Session::SynchronizeQueue(const v1::SynchronizeQueueRequest& req,
     return;
   }
   auto timed = std::make_shared<TimedDone>(std::move(done), ctx_.timer);
-  TimedDone::Arm(timed, req.timeout_ms(),
-                 req.queue_id() == default_queue_id_
-                     ? std::string("the default queue")
-                     : absl::StrCat("queue_id ", req.queue_id()),
-                 nullptr);
+  TimedDone::Arm(timed, req.timeout_ms(), QueueName(req.queue_id()), nullptr);
   (*queue)->OnIdle([timed, charge = *std::move(charge)](absl::Status s) {
     timed->Finish(std::move(s));
   });
@@ -327,8 +326,8 @@ absl::Status Session::WaitQueue(const v1::WaitQueueRequest& req,
   auto other = Find<Queue>(req.other_queue_id(), "other_queue_id");
   if (!other.ok()) return other.status();
   if (*other == *queue) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "other_queue_id ", req.other_queue_id(), " is queue_id itself"));
+    return absl::InvalidArgumentError(
+        "other_queue_id is queue_id itself: a queue cannot wait for itself");
   }
   return (*queue)->WaitQueue(**other);
 }
@@ -710,7 +709,9 @@ absl::Status Session::LaunchKernel(const v1::LaunchKernelRequest& req,
       }
     }
   }
-  if (absl::Status s = CheckLive(req.queue_id(), *queue); !s.ok()) return s;
+  if (absl::Status s = CheckLive(QueueName(req.queue_id()), *queue); !s.ok()) {
+    return s;
+  }
   if (absl::Status s = ctx_.tenant->CheckEnqueue(0); !s.ok()) return s;
   return queue->Launch(**kernel, *config, std::move(args));
 }

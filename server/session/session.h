@@ -10,6 +10,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/gpustream/v1/gpustream.pb.h"
@@ -80,6 +81,11 @@ class Session {
   // An admin's summary: object counts, memory, streams, age and idle time.
   void Describe(v1::SessionInfo* info);
   uint64_t default_queue_id() const { return default_queue_id_; }
+  // How messages name a queue: "the default queue", else "queue_id N".
+  std::string QueueName(uint64_t queue_id) const {
+    return queue_id == default_queue_id_ ? "the default queue"
+                                         : absl::StrCat("queue_id ", queue_id);
+  }
   NotificationHub& notifications() { return *notifications_; }
 
   absl::Status CreateQueue(const v1::CreateQueueRequest& req,

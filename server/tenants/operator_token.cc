@@ -3,9 +3,11 @@
 
 #include <fcntl.h>
 #include <openssl/rand.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -30,30 +32,58 @@ absl::StatusOr<OperatorTokenFile> OperatorTokenFile::Write(
     return absl::FailedPreconditionError(absl::StrCat(
         "operator token file ", path, ": ", what, ": ", std::strerror(errno)));
   };
-  if (unlink(path.c_str()) != 0 && errno != ENOENT) {
-    return failed("cannot remove the file there");
+  // Only a file this daemon's user could have written before (a daemon
+  // that died): a regular file of ours with no group or other bits. Never
+  // another user's file, a symlink, a socket or anything else.
+  struct stat there;
+  if (lstat(path.c_str(), &there) == 0) {
+    if (!S_ISREG(there.st_mode) || there.st_uid != geteuid() ||
+        (there.st_mode & 077) != 0) {
+      errno = EEXIST;
+      return failed(
+          "something else is there (not a mode-0600 file of this user); "
+          "remove it or choose another --operator_token_file");
+    }
+    if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return failed("cannot remove the stale file");
+    }
+  } else if (errno != ENOENT) {
+    return failed("cannot inspect the path");
   }
   // O_EXCL|O_NOFOLLOW: another user racing to plant a file or symlink
   // here makes this fail rather than receive the token.
   const int fd = open(
       path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return failed("cannot create it");
-  OperatorTokenFile file(path);
+  struct stat created;
+  const bool stated = fstat(fd, &created) == 0;
   const std::string text = token + "\n";
   const bool written =
       write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   const int write_errno = errno;
   close(fd);
   errno = write_errno;
-  if (!written) return failed("cannot write it");
-  return file;
+  if (!stated || !written) {
+    unlink(path.c_str());
+    return failed("cannot write it");
+  }
+  return OperatorTokenFile(path, created.st_dev, created.st_ino);
 }
 
 OperatorTokenFile::OperatorTokenFile(OperatorTokenFile&& other) noexcept
-    : path_(std::exchange(other.path_, std::string())) {}
+    : path_(std::exchange(other.path_, std::string())),
+      device_(other.device_),
+      inode_(other.inode_) {}
 
 OperatorTokenFile::~OperatorTokenFile() {
-  if (!path_.empty()) unlink(path_.c_str());
+  if (path_.empty()) return;
+  // Only the file written at start: if another process has put its own
+  // there since, it stays.
+  struct stat there;
+  if (lstat(path_.c_str(), &there) == 0 && there.st_dev == device_ &&
+      there.st_ino == inode_) {
+    unlink(path_.c_str());
+  }
 }
 
 }  // namespace gpustream::tenants

@@ -11,6 +11,8 @@
 #ifndef GPUSTREAM_SERVER_TENANTS_OPERATOR_TOKEN_H_
 #define GPUSTREAM_SERVER_TENANTS_OPERATOR_TOKEN_H_
 
+#include <sys/types.h>
+
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -18,18 +20,20 @@
 
 namespace gpustream::tenants {
 
-// Owns the token file: removes it when destroyed. Not thread-safe (made and
+// Owns the token file: removes it when destroyed, if the file there is
+// still the one it wrote (same device and inode). Not thread-safe (made and
 // dropped by the daemon's main thread).
 class OperatorTokenFile {
  public:
   // A fresh token (32 random bytes, 64 hex digits); nothing written yet.
   static std::string NewToken();
 
-  // Writes `token` to `path`, created anew with mode 0600 (a file already
-  // there is removed first: one a daemon that died left behind). Never
-  // writes through a symlink or into a file it did not create. An error
-  // names the path and what failed (e.g. the file belongs to another user
-  // in a sticky /tmp).
+  // Writes `token` to `path`, created anew with mode 0600. A file already
+  // there is replaced only if it is a regular mode-0600 file of this user
+  // (one a daemon that died left behind); anything else there (another
+  // user's file, a symlink) is an error and stays. Never writes through a
+  // symlink or into a file it did not create. An error names the path and
+  // what failed.
   static absl::StatusOr<OperatorTokenFile> Write(const std::string& path,
                                                  const std::string& token);
 
@@ -40,8 +44,11 @@ class OperatorTokenFile {
   const std::string& path() const { return path_; }
 
  private:
-  explicit OperatorTokenFile(std::string path) : path_(std::move(path)) {}
+  OperatorTokenFile(std::string path, dev_t device, ino_t inode)
+      : path_(std::move(path)), device_(device), inode_(inode) {}
   std::string path_;  // Empty once moved from.
+  dev_t device_;
+  ino_t inode_;
 };
 
 }  // namespace gpustream::tenants

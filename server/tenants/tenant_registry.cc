@@ -151,6 +151,8 @@ absl::StatusOr<std::vector<std::string>> TenantRegistry::Reload(
   }
   by_name_ = std::move(next);
   default_quota_ = EffectiveQuota({}, config);
+  // The operator follows the daemon's default limits as they are reloaded.
+  if (operator_ != nullptr) operator_->Update(true, 1, default_quota_);
   digests_ = std::move(parsed->digests);
   subjects_ = std::move(parsed->subjects);
   configured_ = config.tenants_size() > 0;

@@ -35,8 +35,8 @@ class TenantRegistry {
 
   // The operator token's tenant (operator_token.h): the admin tenant
   // "local-operator", with the daemon's default quota, authenticated by
-  // `token` from now on, tenants configured or not. Call once, before
-  // serving.
+  // `token` from now on, tenants configured or not. Call once (gpustreamd
+  // does once its listeners are bound and the token file is written).
   void EnableOperatorToken(const std::string& token,
                            const std::string& token_path);
 

@@ -1,9 +1,16 @@
 #include "server/tenants/tenant_registry.h"
 
 #include <google/protobuf/text_format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
 
 #include "absl/strings/ascii.h"
 #include "gtest/gtest.h"
+#include "server/tenants/operator_token.h"
 
 namespace gpustream::tenants {
 namespace {
@@ -62,6 +69,59 @@ TEST(TenantRegistryTest, OperatorTokenIsTheLocalOperatorsAdminCredential) {
       TenantRegistry::Create(Config("tenants { name: 'local-operator' }"));
   EXPECT_EQ(reserved.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(reserved.status().message().find("reserved"), std::string::npos);
+}
+
+// The token file is created 0600, replaces only a stale file of this user,
+// never follows or removes what another put there, and at exit removes
+// only the file it wrote.
+TEST(OperatorTokenFileTest, WritesPrivatelyAndRemovesOnlyItsOwn) {
+  const std::string dir = std::getenv("TEST_TMPDIR");
+  const std::string path = dir + "/d.sock.operator-token";
+  const std::string token = OperatorTokenFile::NewToken();
+  EXPECT_EQ(token.size(), 64u);
+  EXPECT_NE(token, OperatorTokenFile::NewToken());
+  {
+    auto file = OperatorTokenFile::Write(path, token);
+    ASSERT_TRUE(file.ok()) << file.status();
+    struct stat st;
+    ASSERT_EQ(lstat(path.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISREG(st.st_mode));
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    std::ifstream in(path);
+    std::string read;
+    std::getline(in, read);
+    EXPECT_EQ(read, token);
+    // A stale file of ours (a daemon that died) is replaced.
+    auto again = OperatorTokenFile::Write(path, "second");
+    ASSERT_TRUE(again.ok()) << again.status();
+    // `file` no longer owns what is at the path: its end leaves it.
+    { OperatorTokenFile first = *std::move(file); }
+    EXPECT_EQ(access(path.c_str(), F_OK), 0)
+        << "removed a file it did not write";
+    { OperatorTokenFile second = *std::move(again); }
+    EXPECT_NE(access(path.c_str(), F_OK), 0) << "left its own file behind";
+  }
+
+  // A symlink planted at the path is refused and stays; so is a file with
+  // group or other bits.
+  const std::string target = dir + "/elsewhere";
+  std::ofstream(target) << "secret\n";
+  ASSERT_EQ(symlink(target.c_str(), path.c_str()), 0);
+  auto refused = OperatorTokenFile::Write(path, token);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find(path), std::string::npos);
+  struct stat st;
+  ASSERT_EQ(lstat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  std::ifstream in(target);
+  std::string kept;
+  std::getline(in, kept);
+  EXPECT_EQ(kept, "secret");
+  unlink(path.c_str());
+  std::ofstream(path) << "x";
+  chmod(path.c_str(), 0644);
+  EXPECT_FALSE(OperatorTokenFile::Write(path, token).ok());
+  unlink(path.c_str());
 }
 
 TEST(TenantRegistryTest, TokensMatchByDigestAndSubjectsByName) {

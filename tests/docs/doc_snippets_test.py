@@ -135,6 +135,9 @@ def check(root, cflags):
         units.append(("the C++ fragments",
                       FRAGMENT_CONTEXT + "\n".join(fragments)))
     failures += compile_cxx(units, cflags)
+    if counts["cpp"] == 0 or counts["python"] == 0:
+        failures.append(f"found {counts['cpp']} C++ and {counts['python']} "
+                        "Python snippets: the fence parsing is broken")
     print(f"doc_snippets_test: {counts['cpp']} C++ and {counts['python']} "
           f"Python snippets checked")
     return failures

@@ -1,6 +1,8 @@
 // Option resolution and the channel to the daemon.
 #include "tools/gpustreamctl/connection.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -57,6 +59,39 @@ absl::Status CheckToken(const std::string& token, const std::string& source) {
   return absl::OkStatus();
 }
 
+// The operator token of the daemon on `socket_path`, if this user may use
+// it: a regular file beside the socket, not a symlink, FIFO or device, of
+// mode 0600 (no group or other bits), owned by the socket's owner, who is
+// this user (or this user is root), at most 256 bytes. Anything else (a
+// file another user planted, a socket of another user's) is not read:
+// this user then goes on without a token.
+std::optional<std::string> ReadOperatorToken(const std::string& socket_path) {
+  struct stat socket_stat;
+  if (lstat(socket_path.c_str(), &socket_stat) != 0 ||
+      !S_ISSOCK(socket_stat.st_mode)) {
+    return std::nullopt;
+  }
+  const uid_t me = geteuid();
+  if (socket_stat.st_uid != me && me != 0) return std::nullopt;
+  const std::string path = tenants::OperatorTokenPath(socket_path);
+  const int fd = open(
+      path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return std::nullopt;
+  struct stat file;
+  char text[257];
+  ssize_t size = -1;
+  if (fstat(fd, &file) == 0 && S_ISREG(file.st_mode) &&
+      (file.st_mode & 077) == 0 && file.st_uid == socket_stat.st_uid &&
+      file.st_size <= 256) {
+    size = read(fd, text, sizeof(text));
+  }
+  close(fd);
+  if (size <= 0 || size > 256) return std::nullopt;
+  std::string token(absl::StripAsciiWhitespace(absl::string_view(text, size)));
+  if (token.empty()) return std::nullopt;
+  return token;
+}
+
 }  // namespace
 
 absl::StatusOr<Options> ResolveOptions(const RawOptions& raw) {
@@ -84,14 +119,11 @@ absl::StatusOr<Options> ResolveOptions(const RawOptions& raw) {
     source = "$GPUSTREAM_TOKEN";
   } else if (absl::StartsWith(options.target, "unix:")) {
     // The local operator: the daemon's operator token beside its socket,
-    // when this user may read it (root or the daemon's user). Anyone else
-    // goes on without a token.
-    const std::string path =
-        tenants::OperatorTokenPath(absl::StripPrefix(options.target, "unix:"));
-    if (access(path.c_str(), R_OK) == 0) {
-      absl::StatusOr<std::string> token = ReadTokenFile(path);
-      if (token.ok()) options.token = *std::move(token);
-      source = path;
+    // when this user is the daemon's (or root).
+    const std::string socket(absl::StripPrefix(options.target, "unix:"));
+    if (std::optional<std::string> token = ReadOperatorToken(socket)) {
+      options.token = *std::move(token);
+      source = tenants::OperatorTokenPath(socket);
     }
   }
   if (absl::Status s = CheckToken(options.token, source); !s.ok()) return s;

@@ -12,7 +12,7 @@ from gpustream._errors import Error
 
 
 # Failures listed whole in one report; later ones are counted.
-MAX_LISTED_FAILURES = 16
+MAX_LISTED_FAILURES = 256
 
 
 class ErrorSlot:

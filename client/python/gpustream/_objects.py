@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Optional, Tuple, Type, Union
 
 import grpc
 
+from gpustream._commands import queue_name
 from gpustream._core import SessionCore
 from gpustream._errors import Error
 from gpustream._proto import pb
@@ -83,6 +84,12 @@ def u64(value: Any, what: str) -> int:
     return checked_int(value, what, 0, (1 << 64) - 1, "[0, 2^64)")
 
 
+def _named(kind: str, object_id: int) -> str:
+    """``buffer 5``; a queue as ``queue_name`` has it (``the default
+    queue``)."""
+    return queue_name(object_id) if kind == "queue" else f"{kind} {object_id}"
+
+
 def own_id(core: SessionCore, obj: Any, cls: Type["SessionObject"],
          what: str) -> int:
     """The id of ``obj``, checked to be an open ``cls`` of ``core``'s
@@ -97,10 +104,11 @@ def own_id(core: SessionCore, obj: Any, cls: Type["SessionObject"],
                     f"{type(obj).__name__}")
     if obj._core is not core:
         raise Error(grpc.StatusCode.INVALID_ARGUMENT,
-                    f"{what}: {name} {obj.id} belongs to another session")
+                    f"{what}: {_named(name, obj.id)} belongs to another "
+                    "session")
     if obj._closed:
         raise Error(grpc.StatusCode.FAILED_PRECONDITION,
-                    f"{what}: {name} {obj.id} is closed")
+                    f"{what}: {_named(name, obj.id)} is closed")
     return obj.id
 
 
@@ -132,7 +140,8 @@ class SessionObject:
     def _check(self) -> None:
         if self._closed:
             raise Error(grpc.StatusCode.FAILED_PRECONDITION,
-                        f"{type(self).__name__.lower()} {self.id} is closed")
+                        f"{_named(type(self).__name__.lower(), self.id)} is "
+                        "closed")
 
     def _fill_destroy(self, command: Any) -> None:
         raise NotImplementedError

@@ -13,7 +13,7 @@ import grpc
 
 from gpustream import _args
 from gpustream._core import MAX_WRITE_PIECE
-from gpustream._commands import Outgoing
+from gpustream._commands import Outgoing, queue_name
 from gpustream._errors import Error
 from gpustream._objects import (EQUAL, Buffer, Event, Flag, SessionObject,
                                 WaitCondition, own_id, u64, wait_condition)
@@ -97,7 +97,7 @@ class Queue(SessionObject):
         def destroy_flags() -> None:
             core.submit([core.prepare(
                 None, "destroy_flag",
-                f"{flag_id} (host functions of queue {queue_id})",
+                f"{flag_id} (host functions of {queue_name(queue_id)})",
                 lambda c, f=flag_id: setattr(c.destroy_flag, "flag_id", f))
                 for flag_id in flags], wait_for_room=False)
 
@@ -153,8 +153,8 @@ class Queue(SessionObject):
                 wait.queue_id = queue_id
                 wait.other_queue_id = other_id
 
-            self._core.enqueue(queue_id, "wait_queue", f"for queue {other_id}",
-                               fill)
+            self._core.enqueue(queue_id, "wait_queue",
+                               f"for {queue_name(other_id)}", fill)
         else:
             raise Error(grpc.StatusCode.INVALID_ARGUMENT,
                         f"wait_for takes an Event or a Queue, not "
@@ -238,7 +238,7 @@ class Queue(SessionObject):
                 flag_id, reached_id = core.mint_id(), core.mint_id()
                 items += [core.prepare(
                     None, "create_flag",
-                    f"{f} (host functions of queue {queue_id})",
+                    f"{f} (host functions of {queue_name(queue_id)})",
                     lambda c, f=f: setattr(c.create_flag, "id", f))
                     for f in (flag_id, reached_id)]
             ticket = self._host_funcs + 1
