@@ -107,19 +107,18 @@ absl::StatusOr<Client> Client::Connect(const std::string& target,
   ConnectOptions resolved = options;
   resolved.token = ResolveToken(options.token);
   const std::string address = ResolveTarget(target);
-  auto channel = OpenChannel(address, resolved);
-  auto version = Handshake(*channel, address, resolved);
-  if (!version.ok()) return version.status();
-  auto stub = v1::GpuStream::NewStub(channel);
-  auto signatures =
-      KernelSignatures::Fetch(*stub, resolved.token, resolved.timeout);
-  return Client(std::move(channel), resolved.token, *version,
-                std::move(signatures));
+  return Establish(OpenChannel(address, resolved), address, resolved);
 }
 
 absl::StatusOr<Client> Client::Connect(std::shared_ptr<grpc::Channel> channel,
                                        const ConnectOptions& options) {
-  auto version = Handshake(*channel, "the channel given", options);
+  return Establish(std::move(channel), "the channel given", options);
+}
+
+absl::StatusOr<Client> Client::Establish(std::shared_ptr<grpc::Channel> channel,
+                                         const std::string& target,
+                                         const ConnectOptions& options) {
+  auto version = Handshake(*channel, target, options);
   if (!version.ok()) return version.status();
   auto stub = v1::GpuStream::NewStub(channel);
   auto signatures =

@@ -92,6 +92,11 @@ class Client {
       const SessionOptions& options = {}) const;
 
  private:
+  // The version handshake and the kernel signatures over `channel`;
+  // `target` names it in errors.
+  static absl::StatusOr<Client> Establish(
+      std::shared_ptr<grpc::Channel> channel, const std::string& target,
+      const ConnectOptions& options);
   Client(std::shared_ptr<grpc::Channel> channel, std::string token,
          uint32_t version, std::shared_ptr<const KernelSignatures> signatures);
   // A context carrying the token.
