@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
@@ -20,33 +21,38 @@ std::string FromEnv(const char* name) {
 // Empty when the message shows nothing known.
 std::string Cause(const std::string& target, bool tls,
                   const std::string& detail) {
+  // OpenSSL and BoringSSL word the same errors in different cases.
+  const std::string lower = absl::AsciiStrToLower(detail);
   const bool unix_socket = absl::StartsWith(target, "unix:");
-  if (absl::StrContains(detail, "No such file or directory")) {
+  if (absl::StrContains(lower, "no such file or directory")) {
     return "no such socket (is gpustreamd running, and listening there?)";
   }
-  if (absl::StrContains(detail, "Connection refused")) {
+  if (absl::StrContains(lower, "connection refused")) {
     return unix_socket ? "nobody listens on this socket (a daemon that "
                          "stopped left it behind?)"
                        : "connection refused: nothing listens on this port";
   }
-  if (absl::StrContains(detail, "Permission denied")) {
+  if (absl::StrContains(lower, "permission denied")) {
     return "permission denied: the socket is the daemon's user's and its "
            "group's (--unix_socket_group); join the group or run as that "
            "user";
   }
-  if (absl::StrContains(detail, "wrong version number")) {
+  // OpenSSL says "wrong version number", BoringSSL WRONG_VERSION_NUMBER.
+  if (absl::StrContains(lower, "wrong version number") ||
+      absl::StrContains(lower, "wrong_version_number")) {
     return "TLS handshake failed: the server does not speak TLS on this "
            "address (connect without TLS, or to its TLS port)";
   }
-  if (absl::StrContains(detail, "certificate verify failed")) {
+  if (absl::StrContains(lower, "certificate verify failed") ||
+      absl::StrContains(lower, "certificate_verify_failed")) {
     return "TLS handshake failed: the server's certificate did not verify "
            "against the CA given";
   }
-  if (absl::StrContains(detail, "Ssl handshake failed") ||
-      absl::StrContains(detail, "Handshake failed")) {
+  if (absl::StrContains(lower, "ssl handshake failed") ||
+      absl::StrContains(lower, "handshake failed")) {
     return "TLS handshake failed";
   }
-  if (!tls && !unix_socket && absl::StrContains(detail, "Socket closed")) {
+  if (!tls && !unix_socket && absl::StrContains(lower, "socket closed")) {
     return "TLS handshake failed: the server wants TLS (give the CA that "
            "signed its certificate)";
   }

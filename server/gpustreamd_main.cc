@@ -122,23 +122,34 @@ namespace {
 using config::LoadServerConfig;
 
 // "--listen a --listen b" would keep only b: join repeats into one list.
+// Single or double dash, as absl takes them; the merged flag stands where
+// the first one was (before any "--", after which nothing is a flag).
 std::vector<char*> MergeRepeatedListen(int argc, char** argv,
                                        std::string& merged) {
   std::vector<char*> out;
   std::vector<std::string> values;
+  size_t at = 0;
+  bool flags_ended = false;
   for (int i = 0; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--listen" && i + 1 < argc) {
+    const std::string arg = argv[i];
+    if (arg == "--") flags_ended = true;
+    const bool bare = arg == "--listen" || arg == "-listen";
+    const size_t prefix = arg.rfind("--listen=", 0) == 0  ? 9
+                          : arg.rfind("-listen=", 0) == 0 ? 8
+                                                          : 0;
+    if (!flags_ended && bare && i + 1 < argc) {
+      if (values.empty()) at = out.size();
       values.push_back(argv[++i]);
-    } else if (arg.rfind("--listen=", 0) == 0) {
-      values.push_back(arg.substr(9));
+    } else if (!flags_ended && prefix != 0) {
+      if (values.empty()) at = out.size();
+      values.push_back(arg.substr(prefix));
     } else {
       out.push_back(argv[i]);
     }
   }
   if (!values.empty()) {
     merged = "--listen=" + absl::StrJoin(values, ",");
-    out.push_back(merged.data());
+    out.insert(out.begin() + static_cast<std::ptrdiff_t>(at), merged.data());
   }
   return out;
 }
@@ -331,6 +342,16 @@ int Run(int argc, char** argv) {
            "[--allow_insecure_tcp] [--unix_socket_mode=0660] "
            "[--unix_socket_group=GROUP]");
   const absl::flat_hash_set<std::string> given = FlagsGiven(argc, argv);
+  // Flags from these would not count as given, and the config would
+  // silently win over them.
+  for (const char* indirect : {"flagfile", "fromenv", "tryfromenv"}) {
+    if (given.contains(indirect)) {
+      return StartFailed(absl::InvalidArgumentError(
+          absl::StrCat("--", indirect,
+                       " is not supported: give flags on the command line "
+                       "or settings in --config")));
+    }
+  }
   // A flag given wins; else the config's value where it sets one; else the
   // flag's default.
   auto flag_or_config = [&](const char* name, auto flag_value,

@@ -3,6 +3,7 @@
 
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <sstream>
@@ -60,8 +61,19 @@ absl::StatusOr<v1::ServerConfig> LoadServerConfig(const std::string& path) {
     return absl::NotFoundError(
         absl::StrCat("--config ", path, " cannot be read"));
   }
+  // A directory opens without error and reads as nothing, which would
+  // parse as a config without tenants: no authentication at all.
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--config ", path, " is not a regular file"));
+  }
   std::stringstream text;
   text << in.rdbuf();
+  if (in.bad()) {
+    return absl::NotFoundError(
+        absl::StrCat("--config ", path, " cannot be read"));
+  }
   return ParseServerConfig(text.str(), path);
 }
 

@@ -68,6 +68,12 @@ TEST(ConfigFileTest, LoadsAFileAndNamesAMissingOne) {
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->listen(0), "unix:/tmp/x.sock");
 
+  // A directory is no config (it would read as one without tenants).
+  auto directory = LoadServerConfig(std::getenv("TEST_TMPDIR"));
+  EXPECT_EQ(directory.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(directory.status().message().find("is not a regular file"),
+            std::string::npos);
+
   auto missing = LoadServerConfig(path + ".missing");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(missing.status().message(),

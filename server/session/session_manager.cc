@@ -74,21 +74,22 @@ absl::Status SessionManager::CheckFairShare(const tenants::Tenant& tenant) {
     const uint64_t s = share(*t);
     if (t->sessions() < s) held_for_others += s - t->sessions();
   }
-  // A tenant outside the split (the local operator) has no share of its
-  // own: it uses only room no share holds.
+  // A tenant outside the split (the local operator: root or the daemon's
+  // own user, trusted with the machine) takes part in no share: it may use
+  // any session free under max_sessions, checked above.
   const bool shared = std::any_of(all.begin(), all.end(), [&](const auto& t) {
     return t.get() == &tenant;
   });
-  const uint64_t my_share = shared ? share(tenant) : 0;
+  if (!shared) return absl::OkStatus();
   const uint64_t mine = tenant.sessions();
-  if (mine < my_share || sessions_.size() + 1 + held_for_others <= max) {
+  if (mine < share(tenant) || sessions_.size() + 1 + held_for_others <= max) {
     return absl::OkStatus();
   }
   // Says nothing of other tenants' counts.
   return absl::ResourceExhaustedError(absl::StrCat(
       "tenant '", tenant.name(), "' holds ", mine,
-      " sessions, past its fair share ", my_share, " of max_sessions ", max,
-      "; the free sessions left are held for other tenants' shares"));
+      " sessions, past its fair share ", share(tenant), " of max_sessions ",
+      max, "; the free sessions left are held for other tenants' shares"));
 }
 
 absl::Status SessionManager::Open(const tenants::Principal& who,

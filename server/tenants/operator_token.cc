@@ -12,10 +12,32 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 
 namespace gpustream::tenants {
+namespace {
+
+// Whether the file at `path` holds what Write writes: 64 hex digits and a
+// newline. Anything else at the path (a mistyped flag naming a key file)
+// is never replaced.
+bool IsStaleToken(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return false;
+  char text[66];
+  const ssize_t size = read(fd, text, sizeof(text));
+  close(fd);
+  if (size != 65 || text[64] != '\n') return false;
+  for (int i = 0; i < 64; ++i) {
+    if (!absl::ascii_isxdigit(static_cast<unsigned char>(text[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
 
 std::string OperatorTokenFile::NewToken() {
   unsigned char bytes[32];
@@ -38,11 +60,11 @@ absl::StatusOr<OperatorTokenFile> OperatorTokenFile::Write(
   struct stat there;
   if (lstat(path.c_str(), &there) == 0) {
     if (!S_ISREG(there.st_mode) || there.st_uid != geteuid() ||
-        (there.st_mode & 077) != 0) {
+        (there.st_mode & 077) != 0 || !IsStaleToken(path)) {
       errno = EEXIST;
       return failed(
-          "something else is there (not a mode-0600 file of this user); "
-          "remove it or choose another --operator_token_file");
+          "something else is there (not an operator token file of this "
+          "user); remove it or choose another --operator_token_file");
     }
     if (unlink(path.c_str()) != 0 && errno != ENOENT) {
       return failed("cannot remove the stale file");

@@ -92,7 +92,7 @@ TEST(OperatorTokenFileTest, WritesPrivatelyAndRemovesOnlyItsOwn) {
     std::getline(in, read);
     EXPECT_EQ(read, token);
     // A stale file of ours (a daemon that died) is replaced.
-    auto again = OperatorTokenFile::Write(path, "second");
+    auto again = OperatorTokenFile::Write(path, OperatorTokenFile::NewToken());
     ASSERT_TRUE(again.ok()) << again.status();
     // `file` no longer owns what is at the path: its end leaves it.
     { OperatorTokenFile first = *std::move(file); }
@@ -121,6 +121,11 @@ TEST(OperatorTokenFileTest, WritesPrivatelyAndRemovesOnlyItsOwn) {
   std::ofstream(path) << "x";
   chmod(path.c_str(), 0644);
   EXPECT_FALSE(OperatorTokenFile::Write(path, token).ok());
+  // A private file of this user that is no token (a mistyped path naming
+  // a key) is not replaced either.
+  chmod(path.c_str(), 0600);
+  EXPECT_FALSE(OperatorTokenFile::Write(path, token).ok());
+  EXPECT_EQ(access(path.c_str(), F_OK), 0);
   unlink(path.c_str());
 }
 

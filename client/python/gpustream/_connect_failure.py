@@ -26,27 +26,30 @@ def resolve_token(token: Optional[str]) -> Optional[str]:
 
 
 def _cause(target: str, tls: bool, detail: str) -> str:
+    # OpenSSL and BoringSSL word the same errors in different cases.
+    detail = detail.lower()
     unix_socket = target.startswith("unix:")
-    if "No such file or directory" in detail:
+    if "no such file or directory" in detail:
         return "no such socket (is gpustreamd running, and listening there?)"
-    if "Connection refused" in detail:
+    if "connection refused" in detail:
         if unix_socket:
             return ("nobody listens on this socket (a daemon that stopped "
                     "left it behind?)")
         return "connection refused: nothing listens on this port"
-    if "Permission denied" in detail:
+    if "permission denied" in detail:
         return ("permission denied: the socket is the daemon's user's and "
                 "its group's (--unix_socket_group); join the group or run as "
                 "that user")
-    if "wrong version number" in detail:
+    if "wrong version number" in detail or "wrong_version_number" in detail:
         return ("TLS handshake failed: the server does not speak TLS on this "
                 "address (connect without TLS, or to its TLS port)")
-    if "certificate verify failed" in detail:
+    if ("certificate verify failed" in detail
+            or "certificate_verify_failed" in detail):
         return ("TLS handshake failed: the server's certificate did not "
                 "verify against the CA given")
-    if "Ssl handshake failed" in detail or "Handshake failed" in detail:
+    if "ssl handshake failed" in detail or "handshake failed" in detail:
         return "TLS handshake failed"
-    if not tls and not unix_socket and "Socket closed" in detail:
+    if not tls and not unix_socket and "socket closed" in detail:
         return ("TLS handshake failed: the server wants TLS (give the CA "
                 "that signed its certificate)")
     return ""
@@ -62,9 +65,9 @@ def explain_connect_failure(target: str, tls: bool, timeout: float,
     detail = error.details() or ""
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return Error(grpc.StatusCode.UNAVAILABLE,
-                     f"{prefix}no answer within {timeout} s (the daemon "
-                     "accepted the connection but is stopped or "
-                     "overloaded?)")
+                     f"{prefix}no answer within {timeout} s (the address "
+                     "does not answer, or the daemon is stopped or "
+                     "overloaded)")
     if code != grpc.StatusCode.UNAVAILABLE:
         return Error(code, prefix + detail)
     cause = _cause(target, tls, detail)
