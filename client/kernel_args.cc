@@ -66,13 +66,15 @@ bool Fits(Integer v, uint64_t low_magnitude, uint64_t high) {
 }  // namespace
 
 absl::StatusOr<std::vector<v1::KernelArg>> ConvertArgs(
-    const std::string& name, const std::vector<v1::ParamKind>& params,
-    absl::Span<const Arg> args) {
+    absl::string_view module, absl::string_view kernel,
+    const std::vector<v1::ParamKind>& params, absl::Span<const Arg> args) {
+  // Named only in errors: a launch that converts builds no string.
+  auto name = [&] { return absl::StrCat(module, ".", kernel); };
   if (args.size() != params.size()) {
     std::vector<std::string> kinds;
     for (v1::ParamKind kind : params) kinds.push_back(KindName(kind));
     return absl::InvalidArgumentError(absl::StrCat(
-        "kernel ", name, " takes ", params.size(), " argument(s) (",
+        "kernel ", name(), " takes ", params.size(), " argument(s) (",
         absl::StrJoin(kinds, ", "), "), got ", args.size()));
   }
   std::vector<v1::KernelArg> out(args.size());
@@ -81,7 +83,7 @@ absl::StatusOr<std::vector<v1::KernelArg>> ConvertArgs(
     const v1::ParamKind kind = params[i];
     auto wrong = [&](absl::StatusCode code, absl::string_view why) {
       return absl::Status(
-          code, absl::StrCat("kernel ", name, ": argument ", i, " is a ",
+          code, absl::StrCat("kernel ", name(), ": argument ", i, " is a ",
                              KindName(kind), " parameter; got ", Written(arg),
                              why.empty() ? "" : ": ", why));
     };

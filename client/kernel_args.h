@@ -7,19 +7,20 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "client/kernel_arg.h"
 #include "proto/gpustream/v1/gpustream.pb.h"
 
 namespace gpustream::client {
 
-// `args` converted to `params` (the declared kinds of kernel `name`, e.g.
-// "samples.add_u64"): see Arg for what converts to what. INVALID_ARGUMENT
-// for a wrong count or kind, OUT_OF_RANGE for a value outside its kind,
-// naming the kernel, the argument's index and the kind. Pure.
+// `args` converted to `params` (the declared kinds of `module`.`kernel`): see
+// Arg for what converts to what. INVALID_ARGUMENT for a wrong count or kind,
+// OUT_OF_RANGE for a value outside its kind, naming the kernel, the argument's
+// index and the kind. Pure.
 absl::StatusOr<std::vector<v1::KernelArg>> ConvertArgs(
-    const std::string& name, const std::vector<v1::ParamKind>& params,
-    absl::Span<const Arg> args);
+    absl::string_view module, absl::string_view kernel,
+    const std::vector<v1::ParamKind>& params, absl::Span<const Arg> args);
 
 }  // namespace gpustream::client
 

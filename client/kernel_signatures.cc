@@ -19,7 +19,7 @@ std::shared_ptr<const KernelSignatures> KernelSignatures::Fetch(
     for (const v1::Kernel& k : m.kernels()) {
       std::vector<v1::ParamKind> params;
       for (int p : k.params()) params.push_back(static_cast<v1::ParamKind>(p));
-      signatures->kinds_[{m.name(), k.name()}] = std::move(params);
+      signatures->kinds_[m.name()][k.name()] = std::move(params);
     }
   }
   return signatures;
@@ -27,9 +27,10 @@ std::shared_ptr<const KernelSignatures> KernelSignatures::Fetch(
 
 const std::vector<v1::ParamKind>* KernelSignatures::Find(
     absl::string_view module, absl::string_view kernel) const {
-  auto it =
-      kinds_.find(std::make_pair(std::string(module), std::string(kernel)));
-  return it != kinds_.end() ? &it->second : nullptr;
+  auto in_module = kinds_.find(module);
+  if (in_module == kinds_.end()) return nullptr;
+  auto it = in_module->second.find(kernel);
+  return it != in_module->second.end() ? &it->second : nullptr;
 }
 
 }  // namespace gpustream::client

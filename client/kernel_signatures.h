@@ -6,7 +6,6 @@
 
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -34,9 +33,10 @@ class KernelSignatures {
                                          absl::string_view kernel) const;
 
  private:
-  // (module, kernel) -> kinds.
-  absl::flat_hash_map<std::pair<std::string, std::string>,
-                      std::vector<v1::ParamKind>>
+  // module -> kernel -> kinds (string_view lookups: a launch allocates
+  // nothing to find its kernel).
+  absl::flat_hash_map<
+      std::string, absl::flat_hash_map<std::string, std::vector<v1::ParamKind>>>
       kinds_;
 };
 

@@ -183,8 +183,7 @@ void Queue::launch(absl::string_view module, absl::string_view kernel,
   const std::vector<v1::ParamKind>* params =
       check.ok() ? core().signatures().Find(module, kernel) : nullptr;
   if (params != nullptr) {
-    auto as_declared =
-        ConvertArgs(absl::StrCat(module, ".", kernel), *params, args);
+    auto as_declared = ConvertArgs(module, kernel, *params, args);
     if (as_declared.ok()) {
       converted = *std::move(as_declared);
     } else {

@@ -132,12 +132,15 @@ absl::Status Session::ClosedError() {
 
 // FAILED_PRECONDITION once the queue holds a sticky error; ABORTED as it is
 // when the device failed (the session must be reopened, not the call fixed).
-// `name`: Session::QueueName of the queue.
-absl::Status CheckLive(const std::string& name, Queue& queue) {
+// `session` names the queue (QueueName) only when it failed: this runs for
+// every enqueue.
+absl::Status CheckLive(const Session& session, uint64_t id, Queue& queue) {
   if (absl::Status error = queue.error(); !error.ok()) {
     if (error.code() == absl::StatusCode::kAborted) return error;
     return absl::FailedPreconditionError(
-        absl::StrCat(name, " failed earlier and takes no more work (",
+        absl::StrCat(session.QueueName(id),
+                     " failed earlier and takes no more "
+                     "work (",
                      error.ToString(), ")"));
   }
   return absl::OkStatus();
@@ -147,7 +150,7 @@ absl::StatusOr<std::shared_ptr<Queue>> Session::FindLiveQueue(uint64_t id,
                                                               uint64_t staged) {
   auto queue = Find<Queue>(id, "queue_id");
   if (!queue.ok()) return queue;
-  if (absl::Status s = CheckLive(QueueName(id), **queue); !s.ok()) return s;
+  if (absl::Status s = CheckLive(*this, id, **queue); !s.ok()) return s;
   if (absl::Status s = ctx_.tenant->CheckEnqueue(staged); !s.ok()) return s;
   return queue;
 }
@@ -709,7 +712,7 @@ absl::Status Session::LaunchKernel(const v1::LaunchKernelRequest& req,
       }
     }
   }
-  if (absl::Status s = CheckLive(QueueName(req.queue_id()), *queue); !s.ok()) {
+  if (absl::Status s = CheckLive(*this, req.queue_id(), *queue); !s.ok()) {
     return s;
   }
   if (absl::Status s = ctx_.tenant->CheckEnqueue(0); !s.ok()) return s;
