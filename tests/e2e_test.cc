@@ -31,6 +31,7 @@ using client::Client;
 using testing::DaemonProcess;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Whether the daemon process still runs (has not exited or been reaped).
 bool Running(const DaemonProcess& daemon) {
@@ -543,6 +544,26 @@ TEST_P(DeviceWorkTest, KernelFaultIsContainedAndTheDaemonServesOn) {
     EXPECT_THAT(std::string(fault.message()), HasSubstr("device 0 failed"));
     EXPECT_THAT(std::string(fault.message()),
                 HasSubstr("CUDA_ERROR_LAUNCH_FAILED"));
+    // The operator's log names the session whose kernel was running (and
+    // its tenant), not the bystander whose work had completed.
+    std::string failed_line;
+    EXPECT_TRUE(testing::PollUntil(absl::Seconds(10), [&] {
+      for (absl::string_view line : absl::StrSplit(daemon_->log(), '\n')) {
+        if (absl::StrContains(line, "event=device_failed")) {
+          failed_line = std::string(line);
+          return true;
+        }
+      }
+      return false;
+    })) << daemon_->log();
+    EXPECT_THAT(failed_line,
+                HasSubstr(absl::StrCat("session ", (*faulty)->public_id(),
+                                       " (tenant '")))
+        << failed_line;
+    EXPECT_THAT(failed_line, HasSubstr("sessions_with_kernels=1"))
+        << failed_line;
+    EXPECT_THAT(failed_line, Not(HasSubstr((*bystander)->public_id())))
+        << failed_line;
     // Later calls of both sessions say the device failed, or, once the
     // daemon stops because the reset did not clear the fault (below), that
     // it is shutting down.

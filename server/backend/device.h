@@ -32,10 +32,20 @@ struct QueueOptions {
   absl::AnyInvocable<void(const absl::Status&)> on_error;
 };
 
-// Called once per failure, on a backend thread, when the device or its
-// context fails for good (a GPU kernel fault poisons the whole CUDA context).
-// The status is ABORTED and names the cause.
-using FatalErrorHandler = absl::AnyInvocable<void(const absl::Status&)>;
+// A device or its context failed for good (a GPU kernel fault poisons the
+// whole CUDA context).
+struct DeviceFailure {
+  absl::Status cause;  // ABORTED, naming the driver's error.
+  // QueueOptions::session_key of every queue that had a kernel issued and
+  // not completed when the failure was seen, each once. The faulting kernel
+  // is one of theirs; with one entry, that session's kernel caused it. The
+  // device cannot say more: a sticky error is reported on every stream of
+  // the context, not on the faulting one.
+  std::vector<uint64_t> sessions_with_kernels;
+};
+
+// Called once per failure, on a backend thread.
+using FatalErrorHandler = absl::AnyInvocable<void(const DeviceFailure&)>;
 
 // Devices live as long as the daemon and outlive every object they create.
 // Objects are shared; each one's native resources are released on the

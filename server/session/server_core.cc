@@ -32,8 +32,8 @@ absl::StatusOr<std::unique_ptr<ServerCore>> ServerCore::Create(
       std::move(slots), &core->timer_, core->tenants_.get(), options);
   for (uint32_t i = 0; i < core->devices_.size(); ++i) {
     core->devices_[i]->SetFatalErrorHandler(
-        [core = core.get(), i](const absl::Status& cause) {
-          core->OnDeviceFailure(i, cause);
+        [core = core.get(), i](const backend::DeviceFailure& failure) {
+          core->OnDeviceFailure(i, failure);
         });
   }
   return core;
@@ -53,10 +53,21 @@ std::vector<absl::Status> ServerCore::RefusedModules() const {
 }
 
 void ServerCore::OnDeviceFailure(uint32_t device_id,
-                                 const absl::Status& cause) {
+                                 const backend::DeviceFailure& failure) {
+  const absl::Status& cause = failure.cause;
+  // On one shared context the device cannot tell whose kernel faulted,
+  // only whose kernels were running: with one such session it is that
+  // session's; with several, one of theirs.
+  std::string running =
+      sessions_->DescribeSessions(device_id, failure.sessions_with_kernels);
+  if (running.empty()) running = "unknown (no session had a kernel running)";
   log::Error("device_failed")
       .Num("device", device_id)
       .Status(cause)
+      .Num("sessions_with_kernels", failure.sessions_with_kernels.size())
+      .Str("caused_by", failure.sessions_with_kernels.size() > 1
+                            ? absl::StrCat("one of: ", running)
+                            : running)
       .Str("action", "aborting its sessions and resetting it");
   const absl::Status reason = absl::AbortedError(
       absl::StrCat("device ", device_id, " failed (", cause.message(),

@@ -114,7 +114,8 @@ class ServerCore {
 
   // A device's fatal error: abort its sessions (ABORTED naming the cause),
   // then reset the device so that new sessions work.
-  void OnDeviceFailure(uint32_t device_id, const absl::Status& cause);
+  void OnDeviceFailure(uint32_t device_id,
+                       const backend::DeviceFailure& failure);
   // PERMISSION_DENIED unless `who` is an admin, logged (admin_denied).
   absl::Status RequireAdmin(const Principal& who,
                             absl::string_view action) const;

@@ -78,6 +78,8 @@ class Session {
   const SessionOwner& owner() const { return owner_; }
   absl::Time opened_at() const { return opened_at_; }
   const std::shared_ptr<tenants::Tenant>& tenant() const { return ctx_.tenant; }
+  // QueueOptions::session_key of its queues (DeviceFailure names these).
+  uint64_t session_key() const { return ctx_.session_key; }
   // An admin's summary: object counts, memory, streams, age and idle time.
   void Describe(v1::SessionInfo* info);
   uint64_t default_queue_id() const { return default_queue_id_; }

@@ -5,9 +5,11 @@
 
 #include <algorithm>
 
+#include "absl/algorithm/container.h"
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "server/log/log.h"
 
 namespace gpustream::session {
@@ -313,6 +315,23 @@ void SessionManager::AbortDevice(uint32_t device_id, const absl::Status& reason,
     it = next;
   }
   chores_.push_back([countdown] { countdown->Down(); });
+}
+
+std::string SessionManager::DescribeSessions(uint32_t device_id,
+                                             absl::Span<const uint64_t> keys) {
+  std::vector<std::string> names;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, entry] : sessions_) {
+    const Session& session = *entry.session;
+    if (session.owner().device_id != device_id ||
+        !absl::c_linear_search(keys, session.session_key())) {
+      continue;
+    }
+    names.push_back(absl::StrCat("session ", session.owner().public_id,
+                                 " (tenant '", session.owner().tenant, "')"));
+  }
+  absl::c_sort(names);  // Stable output for the same sessions.
+  return absl::StrJoin(names, ", ");
 }
 
 void SessionManager::RememberEnded(const std::string& session_id,

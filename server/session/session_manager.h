@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "proto/gpustream/v1/gpustream.pb.h"
 #include "server/session/session.h"
 #include "server/tenants/tenant_registry.h"
@@ -93,6 +94,10 @@ class SessionManager {
   // the housekeeper, once every one of those teardowns has finished.
   void AbortDevice(uint32_t device_id, const absl::Status& reason,
                    absl::AnyInvocable<void()> done);
+  // "session <public_id> (tenant '<name>')" for each live session on
+  // `device_id` whose session_key is in `keys`, joined by ", ".
+  std::string DescribeSessions(uint32_t device_id,
+                               absl::Span<const uint64_t> keys);
 
  private:
   struct Entry {

@@ -35,8 +35,9 @@ class DeviceConformanceTest : public ::testing::TestWithParam<std::string> {
     ASSERT_TRUE(device.ok())
         << GetParam() << " is present but does not open: " << device.status();
     device_ = *std::move(device);
-    device_->SetFatalErrorHandler([this](const absl::Status& s) {
-      fatal_status_ = s;
+    device_->SetFatalErrorHandler([this](const DeviceFailure& failure) {
+      fatal_status_ = failure.cause;
+      fatal_sessions_ = failure.sessions_with_kernels;
       fatal_.Notify();
     });
     modules_ = device_->BuiltinModules();
@@ -51,8 +52,10 @@ class DeviceConformanceTest : public ::testing::TestWithParam<std::string> {
 
   const Kernel& K(const char* name) { return **samples_->FindKernel(name); }
 
-  std::shared_ptr<Queue> NewQueue() {
-    return *device_->CreateQueue(QueueOptions{});
+  std::shared_ptr<Queue> NewQueue(uint64_t session_key = 0) {
+    QueueOptions options;
+    options.session_key = session_key;
+    return *device_->CreateQueue(std::move(options));
   }
   std::shared_ptr<Buffer> Alloc(uint64_t size) {
     return *device_->Allocate(size, MemoryKind::kDevice);
@@ -110,6 +113,7 @@ class DeviceConformanceTest : public ::testing::TestWithParam<std::string> {
   Module* samples_ = nullptr;
   absl::Notification fatal_;
   absl::Status fatal_status_;
+  std::vector<uint64_t> fatal_sessions_;  // DeviceFailure's.
 };
 
 }  // namespace gpustream::backend

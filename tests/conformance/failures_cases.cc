@@ -22,8 +22,16 @@ namespace {
 // (INTERNAL). Either way later work, waits included, is skipped: a wait on
 // a flag nobody signals must not hang the queue.
 TEST_P(DeviceConformanceTest, FaultIsStickyAndSkipsLaterWorkAndWaits) {
-  auto q = NewQueue();
+  constexpr uint64_t kFaulting = 41, kBystander = 42;
+  auto q = NewQueue(kFaulting);
+  // Another session's queue whose kernel has completed: not a suspect.
+  auto bystander = NewQueue(kBystander);
   auto counter = Alloc(8);
+  ASSERT_TRUE(bystander
+                  ->Launch(K("add_u64"), {{1}, {1}},
+                           {BufferArg{counter}, uint64_t{0}})
+                  .ok());
+  ASSERT_TRUE(Sync(*bystander).ok());
   auto flag = *device_->CreateFlag();
   // The fault comes after the wait below is enqueued: it is found
   // asynchronously, as on a GPU.
@@ -46,8 +54,11 @@ TEST_P(DeviceConformanceTest, FaultIsStickyAndSkipsLaterWorkAndWaits) {
   EXPECT_EQ(status.code(), absl::StatusCode::kAborted) << status;
   ASSERT_TRUE(fatal_.WaitForNotificationWithTimeout(kLong));
   EXPECT_EQ(fatal_status_.code(), absl::StatusCode::kAborted);
+  // The failure names the session whose kernel was running, only it.
+  EXPECT_EQ(fatal_sessions_, std::vector<uint64_t>{kFaulting});
   // Everything of the failed context goes, then the device recovers.
   q.reset();
+  bystander.reset();
   counter.reset();
   flag.reset();
   ASSERT_TRUE(device_->Recover().ok());

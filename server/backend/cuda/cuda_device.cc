@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/algorithm/container.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -268,13 +269,34 @@ void CudaDevice::Fail(absl::Status status) {
   }
   log::Error("cuda_device_failed").Num("device", ordinal_).Status(status);
   // On the dispatcher: the caller may hold a queue's lock (a failed launch).
+  // A tick in progress (which may be the caller) finishes first, failing
+  // the queues it held, so the handler hears of every queue.
   dispatcher_->Post([this, queues = std::move(queues),
                      watches = std::move(watches), status]() mutable {
-    for (auto& core : queues) core->Fail(status);
+    FailQueues(queues, status);
     for (auto& w : watches) w.done();
+    DeviceFailure failure{status, {}};
+    {
+      absl::MutexLock lock(&mu_);
+      failure.sessions_with_kernels.swap(failed_sessions_);
+    }
     absl::MutexLock lock(&handler_mu_);
-    if (on_fatal_) on_fatal_(status);
+    if (on_fatal_) on_fatal_(failure);
   });
+}
+
+void CudaDevice::FailQueues(std::vector<std::shared_ptr<CudaQueueCore>>& queues,
+                            const absl::Status& status) {
+  std::vector<uint64_t> sessions;
+  for (auto& core : queues) {
+    if (core->Fail(status)) sessions.push_back(core->session_key());
+  }
+  absl::MutexLock lock(&mu_);
+  for (uint64_t key : sessions) {
+    if (absl::c_find(failed_sessions_, key) == failed_sessions_.end()) {
+      failed_sessions_.push_back(key);
+    }
+  }
 }
 
 absl::Status CudaDevice::Recover() {
@@ -346,6 +368,10 @@ absl::Status CudaDevice::Recover() {
   });
   // failure_ stays: a caller that saw failed() just before this still
   // reports why (it must never report an OK status as the failure).
+  {
+    absl::MutexLock lock(&mu_);
+    failed_sessions_.clear();  // The next failure's are its own.
+  }
   failed_.store(false, std::memory_order_release);
   return absl::OkStatus();
 }
@@ -431,7 +457,7 @@ absl::Duration CudaDevice::Tick() {
   }
   // The device failed while these were out of the lists Fail() empties.
   const absl::Status status = failure();
-  for (auto& core : queues) core->Fail(status);
+  FailQueues(queues, status);
   for (auto& w : still_watching) w.done();
   return absl::InfiniteDuration();
 }

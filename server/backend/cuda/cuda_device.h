@@ -174,6 +174,10 @@ class CudaDevice : public Device {
         slots_(this) {}
   absl::Status ReadInfo();
   void Fail(absl::Status status);
+  // Fails `queues` with the device's failure, noting the sessions of those
+  // that had a kernel running (failed_sessions_).
+  void FailQueues(std::vector<std::shared_ptr<CudaQueueCore>>& queues,
+                  const absl::Status& status);
   // One dispatcher tick: completions, stream errors, held work, event
   // waiters. Returns how long until the next tick is due
   // (absl::InfiniteDuration(): nothing to poll).
@@ -209,6 +213,10 @@ class CudaDevice : public Device {
   absl::Mutex reset_mu_;
   absl::Mutex mu_;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  // DeviceFailure::sessions_with_kernels of the current failure, gathered
+  // on the dispatcher (by Fail's posted work, and by a tick that held
+  // queues out of tracked_ when the failure came) before the handler runs.
+  std::vector<uint64_t> failed_sessions_ ABSL_GUARDED_BY(mu_);
   // Held while the handler runs, so that replacing it (the owner going
   // away) waits for a call in progress and stops later ones.
   absl::Mutex handler_mu_;

@@ -84,6 +84,7 @@ absl::Status CudaQueue::Launch(const Kernel& kernel, const LaunchConfig& config,
   };
   // The buffers stay alive until the kernel has run.
   op.done = [args = std::move(args)](absl::Status) {};
+  op.kernel = true;
   return core_->Submit(std::move(op));
 }
 

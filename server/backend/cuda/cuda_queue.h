@@ -83,6 +83,7 @@ class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore>,
     absl::AnyInvocable<bool()> ready;
     bool prompt = false;  // Mark right after it: someone awaits `done`.
     bool counted = true;  // A client's command (WorkAccount counters).
+    bool kernel = false;  // A kernel launch (DeviceFailure's suspects).
   };
 
   // `account` is not null. `progress`: the progress word, reading 0, whose
@@ -102,6 +103,7 @@ class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore>,
   // Takes the queue's place in the device's admission (it needs
   // weak_from_this, so not in the constructor).
   void JoinAdmission(uint64_t session_key);
+  uint64_t session_key() const { return session_key_; }
 
   CUstream stream() const { return stream_; }
   CudaDevice& device() { return *device_; }
@@ -117,7 +119,9 @@ class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore>,
   void OnIdle(absl::AnyInvocable<void(absl::Status)> done);
   void Cancel(const absl::Status& reason);
   // The device failed: everything completes with `status`.
-  void Fail(const absl::Status& status);
+  // Returns whether a kernel of the queue was issued and not completed:
+  // it may be the one that failed the device.
+  bool Fail(const absl::Status& status);
   bool IsIdle();
   // Enqueued commands not yet completed or dropped (this queue's share of
   // its account's inflight_commands).
@@ -190,6 +194,7 @@ class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore>,
   void ChargeInflight(int64_t n) { inflight_.Charge(*account_, n); }
   // Set once by JoinAdmission, before the core is shared.
   std::unique_ptr<CudaAdmission::Member> member_;
+  uint64_t session_key_ = 0;  // Set with member_.
   absl::AnyInvocable<void(const absl::Status&)> on_error_;
 
   absl::Mutex mu_;
@@ -198,6 +203,8 @@ class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore>,
   uint64_t issued_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t completed_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t marked_ ABSL_GUARDED_BY(mu_) = 0;
+  // The issue count of the last kernel launch (Op::kernel).
+  uint64_t kernel_issued_ ABSL_GUARDED_BY(mu_) = 0;
   // Event markers (no progress word): the count each one completes.
   struct EventMark {
     uint64_t count;

@@ -50,6 +50,7 @@ CudaQueueCore::~CudaQueueCore() ABSL_NO_THREAD_SAFETY_ANALYSIS {
 }
 
 void CudaQueueCore::JoinAdmission(uint64_t session_key) {
+  session_key_ = session_key;
   member_ = device_->admission().Join(account_, session_key, weak_from_this());
 }
 
@@ -118,6 +119,7 @@ absl::Status CudaQueueCore::IssueLocked(Op& op, Callbacks* out) {
   if (idle) busy_start_ns_ = now;
   ++issued_;
   if (!op.counted) uncounted_.push_back(issued_);
+  if (op.kernel) kernel_issued_ = issued_;
   last_issue_ = absl::Now();
   if (op.done) pending_.push_back({issued_, std::move(op.done), false});
   // Polled from now on: unmarked work gets marked, a stream that faults is
@@ -325,10 +327,12 @@ void CudaQueueCore::Cancel(const absl::Status& reason) {
   Deliver(std::move(callbacks));
 }
 
-void CudaQueueCore::Fail(const absl::Status& status) {
+bool CudaQueueCore::Fail(const absl::Status& status) {
   Callbacks callbacks;
+  bool kernel_in_flight;
   {
     absl::MutexLock lock(&mu_);
+    kernel_in_flight = kernel_issued_ > completed_;
     StickLocked(status, &callbacks);
     // No marker will come back from a failed context.
     for (const EventMark& mark : event_marks_) {
@@ -346,6 +350,7 @@ void CudaQueueCore::Fail(const absl::Status& status) {
     MaybeDestroyLocked();
   }
   Deliver(std::move(callbacks));
+  return kernel_in_flight;
 }
 
 bool CudaQueueCore::IsIdle() {

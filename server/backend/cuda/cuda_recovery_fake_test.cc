@@ -29,7 +29,7 @@ TEST(CudaRecoveryFakeTest, RecoverRefusesADeviceTheResetDidNotClear) {
   std::unique_ptr<CudaDevice> device = *std::move(created);
   absl::Notification fatal;
   device->SetFatalErrorHandler(
-      [&fatal](const absl::Status&) { fatal.Notify(); });
+      [&fatal](const DeviceFailure&) { fatal.Notify(); });
   std::vector<std::unique_ptr<Module>> modules = device->BuiltinModules();
   ASSERT_FALSE(modules.empty());
   const Kernel& trap = **modules.front()->FindKernel("trap");
@@ -58,7 +58,7 @@ void RaceRecoveriesChild() {
   if (!created.ok()) fail(created.status().ToString());
   std::unique_ptr<CudaDevice> device = *std::move(created);
   std::atomic<int> faults{0};
-  device->SetFatalErrorHandler([&faults](const absl::Status&) {
+  device->SetFatalErrorHandler([&faults](const DeviceFailure&) {
     faults.fetch_add(1, std::memory_order_release);
   });
   std::vector<std::unique_ptr<Module>> modules = device->BuiltinModules();
