@@ -28,18 +28,18 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "server/backend/cuda/cuda_admission.h"
 #include "server/backend/cuda/cuda_device.h"
 #include "server/backend/cuda/cuda_driver.h"
 #include "server/backend/cuda/cuda_fake_testing.h"
 #include "server/backend/cuda/cuda_queue.h"
+#include "server/backend/gpu/gpu_admission.h"
 #include "server/backend/work_account.h"
 
 namespace gpustream::backend {
 namespace {
 
 constexpr absl::Duration kLong = absl::Seconds(60);
-constexpr uint64_t kBudget = CudaAdmission::kDefaultBudget;
+constexpr uint64_t kBudget = GpuAdmission::kDefaultBudget;
 
 // What the wrapped driver saw. Never destroyed: driver threads may run.
 struct Seen {
@@ -81,7 +81,7 @@ CUresult WaitEvent(CUstream stream, CUevent event, unsigned int flags) {
   return real->cuStreamWaitEvent(stream, event, flags);
 }
 
-class CudaAdmissionFakeTest : public ::testing::Test {
+class GpuAdmissionFakeTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (real == nullptr) {
@@ -225,8 +225,8 @@ class CudaAdmissionFakeTest : public ::testing::Test {
 
   // Waits until the account's operations in flight stop changing (the
   // dispatcher is done pumping): its view then.
-  CudaAdmission::AccountView Settled(const WorkAccount* account) {
-    CudaAdmission::AccountView last = device_->admission().View(account);
+  GpuAdmission::AccountView Settled(const WorkAccount* account) {
+    GpuAdmission::AccountView last = device_->admission().View(account);
     int same = 0;
     for (int i = 0; i < 2000 && same < 20; ++i) {
       absl::SleepFor(absl::Milliseconds(2));
@@ -259,7 +259,7 @@ class CudaAdmissionFakeTest : public ::testing::Test {
   absl::flat_hash_map<Queue*, CUstream> streams_;
 };
 
-TEST_F(CudaAdmissionFakeTest, PrioritiesStayWithinTheDevicesRange) {
+TEST_F(GpuAdmissionFakeTest, PrioritiesStayWithinTheDevicesRange) {
   const DeviceInfo& info = device_->info();
   ASSERT_EQ(info.priority_least, 0);  // The fake's range.
   ASSERT_EQ(info.priority_greatest, -5);
@@ -281,7 +281,7 @@ TEST_F(CudaAdmissionFakeTest, PrioritiesStayWithinTheDevicesRange) {
 
 // One tenant alone gets the whole device budget (and every queue its
 // floor): the driver sees exactly what admission counts.
-TEST_F(CudaAdmissionFakeTest, LoneTenantGetsTheWholeBudget) {
+TEST_F(GpuAdmissionFakeTest, LoneTenantGetsTheWholeBudget) {
   auto account = std::make_shared<WorkAccount>("t", 1);
   constexpr int kQueues = 4, kOps = 600;
   ASSERT_NO_FATAL_FAILURE(CloseGate());
@@ -293,7 +293,7 @@ TEST_F(CudaAdmissionFakeTest, LoneTenantGetsTheWholeBudget) {
   const auto view = Settled(account.get());
   EXPECT_EQ(view.limit, kBudget);
   EXPECT_GE(view.inflight, kBudget);
-  EXPECT_LE(view.inflight, kBudget + kQueues * CudaAdmission::kQueueFloor);
+  EXPECT_LE(view.inflight, kBudget + kQueues * GpuAdmission::kQueueFloor);
   EXPECT_TRUE(view.waiting);
   EXPECT_EQ(Issued(queues_), view.inflight);
   EXPECT_EQ(account->inflight_commands.load(), kQueues * (kOps + 1));
@@ -314,7 +314,7 @@ TEST_F(CudaAdmissionFakeTest, LoneTenantGetsTheWholeBudget) {
 // queues in two sessions. While both have work held, each one's operations
 // in flight (issued to the driver, not yet complete) stay within its share
 // of the budget, and average about 2:1.
-TEST_F(CudaAdmissionFakeTest, BackloggedTenantsGetTheirWeightedShares) {
+TEST_F(GpuAdmissionFakeTest, BackloggedTenantsGetTheirWeightedShares) {
   auto a = std::make_shared<WorkAccount>("a", 2);
   auto b = std::make_shared<WorkAccount>("b", 1);
   const uint64_t limit_a = kBudget * 2 / 3, limit_b = kBudget / 3;
@@ -364,7 +364,7 @@ TEST_F(CudaAdmissionFakeTest, BackloggedTenantsGetTheirWeightedShares) {
     }
     // A's borrowed work drains to its share first.
     if (samples == 0 &&
-        ia > static_cast<int64_t>(limit_a + 4 * CudaAdmission::kQueueFloor)) {
+        ia > static_cast<int64_t>(limit_a + 4 * GpuAdmission::kQueueFloor)) {
       continue;
     }
     sum_a += ia;
@@ -376,8 +376,8 @@ TEST_F(CudaAdmissionFakeTest, BackloggedTenantsGetTheirWeightedShares) {
   ASSERT_GE(samples, 20) << "too few samples while both were backlogged";
   std::cout << "in flight while backlogged: A " << sum_a / samples << ", B "
             << sum_b / samples << " (" << samples << " samples)" << std::endl;
-  EXPECT_LE(max_a, limit_a + 4 * CudaAdmission::kQueueFloor);
-  EXPECT_LE(max_b, limit_b + CudaAdmission::kQueueFloor);
+  EXPECT_LE(max_a, limit_a + 4 * GpuAdmission::kQueueFloor);
+  EXPECT_LE(max_b, limit_b + GpuAdmission::kQueueFloor);
   const double ratio =
       static_cast<double>(sum_a) / std::max<uint64_t>(sum_b, 1);
   EXPECT_GT(ratio, 1.5) << sum_a / samples << " vs " << sum_b / samples;
@@ -397,7 +397,7 @@ TEST_F(CudaAdmissionFakeTest, BackloggedTenantsGetTheirWeightedShares) {
 // Queues waiting for a flag that one of their tenant's queues writes later
 // hold their work in the daemon, taking none of the tenant's share: the
 // writer runs, and then all of them do.
-TEST_F(CudaAdmissionFakeTest, QueueThatReleasesParkedWorkStillRuns) {
+TEST_F(GpuAdmissionFakeTest, QueueThatReleasesParkedWorkStillRuns) {
   auto account = std::make_shared<WorkAccount>("t");
   for (int i = 0; i < 3; ++i) {
     auto q = NewQueue(account);
@@ -412,7 +412,7 @@ TEST_F(CudaAdmissionFakeTest, QueueThatReleasesParkedWorkStillRuns) {
 }
 
 // Cancelled queues waiting for admission leave it: nothing stays counted.
-TEST_F(CudaAdmissionFakeTest, CancelledWaitingQueuesLeaveAdmission) {
+TEST_F(GpuAdmissionFakeTest, CancelledWaitingQueuesLeaveAdmission) {
   auto account = std::make_shared<WorkAccount>("t");
   ASSERT_NO_FATAL_FAILURE(CloseGate());
   // A buffer per queue: the streams run concurrently, and writes of two

@@ -51,7 +51,7 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(
   if (absl::Status s = device->ReadInfo(); !s.ok()) return s;
   device->cleanup_ = std::make_unique<util::SerialExecutor>();
   CudaDevice* raw = device.get();
-  device->dispatcher_ = std::make_unique<CudaDispatcher>(
+  device->dispatcher_ = std::make_unique<GpuDispatcher>(
       [raw] { raw->MakeCurrent().IgnoreError(); },
       [raw] { return raw->Tick(); });
   return device;

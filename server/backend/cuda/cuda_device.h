@@ -13,13 +13,13 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
-#include "server/backend/cuda/cuda_admission.h"
-#include "server/backend/cuda/cuda_dispatcher.h"
 #include "server/backend/cuda/cuda_driver.h"
 #include "server/backend/cuda/cuda_objects.h"
 #include "server/backend/cuda/cuda_pools.h"
 #include "server/backend/cuda/cuda_status.h"
 #include "server/backend/device.h"
+#include "server/backend/gpu/gpu_admission.h"
+#include "server/backend/gpu/gpu_dispatcher.h"
 #include "server/util/serial_executor.h"
 
 namespace gpustream::backend {
@@ -29,7 +29,7 @@ class CudaModule;
 
 // Threads: callers (gRPC threads) enqueue straight into native streams
 // while a queue is within its budget and its tenant within its admitted
-// share (CudaAdmission); the dispatcher thread completes work (it polls the
+// share (GpuAdmission); the dispatcher thread completes work (it polls the
 // queues' progress words), hands held work to streams (giving waiting
 // queues their admission turns), polls events and stream errors; the
 // cleanup thread destroys native objects. Every thread makes the primary
@@ -118,13 +118,13 @@ class CudaDevice : public Device {
   void Warn(CUresult r, const char* call);
 
   util::SerialExecutor& cleanup() { return *cleanup_; }
-  CudaDispatcher& dispatcher() { return *dispatcher_; }
+  GpuDispatcher& dispatcher() { return *dispatcher_; }
   CudaEventPool& events() { return events_; }
   CudaStagingPool& staging() { return staging_; }
   CudaSlotAllocator& slots() { return slots_; }
   // Fair shares of the device's operations in flight; the dispatcher's
   // tick pumps it.
-  CudaAdmission& admission() { return admission_; }
+  GpuAdmission& admission() { return admission_; }
   // A module is reloaded by every Recover from now on (CudaModule::Load
   // calls it with its pass still held, so no reset falls in between), until
   // it is destroyed (ForgetModule).
@@ -163,7 +163,7 @@ class CudaDevice : public Device {
       : driver_(std::move(driver)),
         ordinal_(ordinal),
         device_(device),
-        admission_(CudaAdmission::kDefaultBudget,
+        admission_(GpuAdmission::kDefaultBudget,
                    [this] {
                      // Null only before Create finishes, when no queue
                      // exists yet.
@@ -233,13 +233,13 @@ class CudaDevice : public Device {
 
   // Before the queues' state goes (their members leave it) and after the
   // dispatcher, which pumps it.
-  CudaAdmission admission_;
+  GpuAdmission admission_;
   CudaEventPool events_;
   CudaStagingPool staging_;
   CudaSlotAllocator slots_;
   // Last: destroyed first, while everything they use is alive.
   std::unique_ptr<util::SerialExecutor> cleanup_;
-  std::unique_ptr<CudaDispatcher> dispatcher_;
+  std::unique_ptr<GpuDispatcher> dispatcher_;
 };
 
 }  // namespace gpustream::backend

@@ -6,9 +6,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "server/backend/cuda/cuda_args.h"
 #include "server/backend/cuda/cuda_device.h"
 #include "server/backend/cuda/cuda_module.h"
+#include "server/backend/gpu/gpu_args.h"
 
 namespace gpustream::backend {
 namespace {
@@ -63,7 +63,7 @@ class StagingLease {
 absl::Status CudaQueue::Launch(const Kernel& kernel, const LaunchConfig& config,
                                std::vector<KernelArg> args) {
   const auto& cuda_kernel = static_cast<const CudaKernel&>(kernel);
-  auto block = std::make_shared<CudaArgBlock>(
+  auto block = std::make_shared<GpuArgBlock>(
       PackArgs(cuda_kernel.signature(), args, [](const BufferArg& b) {
         return static_cast<uint64_t>(Ptr(b.buffer, b.offset));
       }));

@@ -13,9 +13,9 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/backend/cuda/cuda_admission.h"
 #include "server/backend/cuda/cuda_objects.h"
 #include "server/backend/cuda/cuda_pools.h"
+#include "server/backend/gpu/gpu_admission.h"
 #include "server/backend/queue.h"
 #include "server/backend/work_account.h"
 
@@ -48,7 +48,7 @@ class CudaDevice;
 // costs few wake-ups.
 //
 // Admission: beyond the budget, each operation handed to the stream needs
-// the device's admission (CudaAdmission: the tenant's fair share of the
+// the device's admission (GpuAdmission: the tenant's fair share of the
 // device's operations in flight). Work it refuses is held in `held_` too,
 // and the queue waits for its turn, which the dispatcher's pump gives it
 // as the tenant's earlier work completes.
@@ -57,7 +57,7 @@ class CudaDevice;
 // each operation from enqueue until it completed (known when its marker
 // comes back) or was dropped; commands_completed the ones that ran;
 // staged_bytes is kept by the writes' staging (CudaQueue::Write); busy_ns
-// comes from the markers' completion times (CudaAdmission::Completed).
+// comes from the markers' completion times (GpuAdmission::Completed).
 // Internal operations (OnIdle's, the record behind WaitQueue) are not
 // counted: `Op::counted`.
 //
@@ -65,7 +65,7 @@ class CudaDevice;
 // in enqueue order whichever thread issues it. Lock order: mu_, then the
 // admission's (a leaf).
 class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore>,
-                      public CudaAdmission::Client {
+                      public GpuAdmission::Client {
  public:
   static constexpr uint64_t kBudget = 384;
   static constexpr uint64_t kMarkerEvery = 64;
@@ -130,7 +130,7 @@ class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore>,
   // The CudaQueue is gone: destroy the stream once idle.
   void Retire();
 
-  // The queue's admission turn (CudaAdmission::Pump, on the dispatcher).
+  // The queue's admission turn (GpuAdmission::Pump, on the dispatcher).
   void PumpAdmitted() override;
   // One tick, on the dispatcher: completes what the markers say has landed,
   // hands held work on, marks unmarked work, checks the stream for a fatal
@@ -193,7 +193,7 @@ class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore>,
   InflightCount inflight_;
   void ChargeInflight(int64_t n) { inflight_.Charge(*account_, n); }
   // Set once by JoinAdmission, before the core is shared.
-  std::unique_ptr<CudaAdmission::Member> member_;
+  std::unique_ptr<GpuAdmission::Member> member_;
   uint64_t session_key_ = 0;  // Set with member_.
   absl::AnyInvocable<void(const absl::Status&)> on_error_;
 

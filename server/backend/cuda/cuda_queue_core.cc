@@ -76,7 +76,7 @@ absl::Status CudaQueueCore::Submit(Op op) {
       if (counted) {
         ChargeInflight(1);
       }
-      CudaAdmission& admission = device_->admission();
+      GpuAdmission& admission = device_->admission();
       bool now = held_.empty() && issued_ - completed_ < kBudget &&
                  (!op.ready || op.ready());
       const bool refused =
@@ -211,7 +211,7 @@ uint64_t CudaQueueCore::LandedLocked() {
 }
 
 void CudaQueueCore::PumpLocked(Callbacks* out, bool pumped) {
-  CudaAdmission& admission = device_->admission();
+  GpuAdmission& admission = device_->admission();
   uint64_t granted = 0;  // Admitted and not issued yet.
   bool asked = false;
   bool refused = false;
@@ -225,7 +225,7 @@ void CudaQueueCore::PumpLocked(Callbacks* out, bool pumped) {
       }
       const uint64_t room = kBudget - (issued_ - completed_);
       const uint64_t want = std::min<uint64_t>(
-          {static_cast<uint64_t>(held_.size()), room, CudaAdmission::kGrant});
+          {static_cast<uint64_t>(held_.size()), room, GpuAdmission::kGrant});
       granted = admission.Admit(*member_, want, issued_ - completed_,
                                 /*pumped=*/pumped && !asked);
       asked = true;

@@ -1,5 +1,5 @@
 // Tests of launch-argument packing: offsets, sizes, alignment.
-#include "server/backend/cuda/cuda_args.h"
+#include "server/backend/gpu/gpu_args.h"
 
 #include <cstring>
 
@@ -8,14 +8,14 @@
 namespace gpustream::backend {
 namespace {
 
-TEST(CudaArgsTest, PacksEachArgumentAtItsOffset) {
+TEST(GpuArgsTest, PacksEachArgumentAtItsOffset) {
   KernelSignature saxpy;
   saxpy.params = {ParamKind::kF32, ParamKind::kBuffer, ParamKind::kBuffer,
                   ParamKind::kU64};
   saxpy.layout = {{4, 0}, {8, 8}, {8, 16}, {8, 24}};
   std::vector<KernelArg> args = {2.5f, BufferArg{nullptr, 16},
                                  BufferArg{nullptr, 32}, uint64_t{1000}};
-  CudaArgBlock block = PackArgs(saxpy, args, [](const BufferArg& b) {
+  GpuArgBlock block = PackArgs(saxpy, args, [](const BufferArg& b) {
     return uint64_t{0x7000000000} + b.offset;
   });
   ASSERT_EQ(block.bytes.size() * 8, 32u);
@@ -40,12 +40,12 @@ TEST(CudaArgsTest, PacksEachArgumentAtItsOffset) {
   EXPECT_EQ(n, 1000u);
 }
 
-TEST(CudaArgsTest, BytesUseTheDeclaredSizeAndSmallScalarsTheirOwn) {
+TEST(GpuArgsTest, BytesUseTheDeclaredSizeAndSmallScalarsTheirOwn) {
   KernelSignature k;
   k.params = {ParamKind::kI32, ParamKind::kBytes, ParamKind::kF64};
   k.layout = {{4, 0}, {12, 4}, {8, 16}};
   std::vector<KernelArg> args = {int32_t{-7}, std::string("abcdefghijkl"), 1.5};
-  CudaArgBlock block = PackArgs(k, args, [](const BufferArg&) { return 0; });
+  GpuArgBlock block = PackArgs(k, args, [](const BufferArg&) { return 0; });
   ASSERT_EQ(block.bytes.size() * 8, 24u);
   int32_t i;
   std::memcpy(&i, block.pointers[0], 4);
@@ -56,9 +56,9 @@ TEST(CudaArgsTest, BytesUseTheDeclaredSizeAndSmallScalarsTheirOwn) {
   EXPECT_EQ(d, 1.5);
 }
 
-TEST(CudaArgsTest, NoParamsGivesAnEmptyBlock) {
+TEST(GpuArgsTest, NoParamsGivesAnEmptyBlock) {
   KernelSignature noop;
-  CudaArgBlock block = PackArgs(noop, {}, [](const BufferArg&) { return 0; });
+  GpuArgBlock block = PackArgs(noop, {}, [](const BufferArg&) { return 0; });
   EXPECT_TRUE(block.pointers.empty());
 }
 

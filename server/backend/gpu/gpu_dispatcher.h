@@ -1,6 +1,6 @@
-// The per-device daemon thread that CUDA host callbacks post to.
-#ifndef GPUSTREAM_SERVER_BACKEND_CUDA_CUDA_DISPATCHER_H_
-#define GPUSTREAM_SERVER_BACKEND_CUDA_CUDA_DISPATCHER_H_
+// The per-device daemon thread that GPU host callbacks post to.
+#ifndef GPUSTREAM_SERVER_BACKEND_GPU_GPU_DISPATCHER_H_
+#define GPUSTREAM_SERVER_BACKEND_GPU_GPU_DISPATCHER_H_
 
 #include <deque>
 #include <thread>
@@ -18,15 +18,15 @@ namespace gpustream::backend {
 // After each batch of posts it calls `tick`, which returns how long it may
 // sleep before the next tick (absl::InfiniteDuration(): nothing to poll,
 // sleep until a post or a wake). Thread-safe.
-class CudaDispatcher {
+class GpuDispatcher {
  public:
   // `on_start` runs first on the thread (making the context current).
-  CudaDispatcher(absl::AnyInvocable<void()> on_start,
-                 absl::AnyInvocable<absl::Duration()> tick);
+  GpuDispatcher(absl::AnyInvocable<void()> on_start,
+                absl::AnyInvocable<absl::Duration()> tick);
   // Runs what was posted, then joins.
-  ~CudaDispatcher();
-  CudaDispatcher(const CudaDispatcher&) = delete;
-  CudaDispatcher& operator=(const CudaDispatcher&) = delete;
+  ~GpuDispatcher();
+  GpuDispatcher(const GpuDispatcher&) = delete;
+  GpuDispatcher& operator=(const GpuDispatcher&) = delete;
 
   // After Shutdown(), runs `fn` at once on the caller's thread.
   void Post(absl::AnyInvocable<void()> fn);
@@ -56,4 +56,4 @@ class CudaDispatcher {
 
 }  // namespace gpustream::backend
 
-#endif  // GPUSTREAM_SERVER_BACKEND_CUDA_CUDA_DISPATCHER_H_
+#endif  // GPUSTREAM_SERVER_BACKEND_GPU_GPU_DISPATCHER_H_

@@ -1,5 +1,5 @@
 // Argument packing.
-#include "server/backend/cuda/cuda_args.h"
+#include "server/backend/gpu/gpu_args.h"
 
 #include <algorithm>
 #include <cstring>
@@ -7,14 +7,14 @@
 
 namespace gpustream::backend {
 
-CudaArgBlock PackArgs(
+GpuArgBlock PackArgs(
     const KernelSignature& signature, const std::vector<KernelArg>& args,
     absl::FunctionRef<uint64_t(const BufferArg&)> device_pointer) {
   uint64_t end = 0;
   for (const ParamLayout& l : signature.layout) {
     end = std::max<uint64_t>(end, uint64_t{l.offset} + l.size);
   }
-  CudaArgBlock block;
+  GpuArgBlock block;
   block.bytes.assign((end + 7) / 8, 0);
   auto* base = reinterpret_cast<std::byte*>(block.bytes.data());
   block.pointers.reserve(args.size());

@@ -1,7 +1,7 @@
-// Fair-share admission of a CUDA device's work to its streams: how many
+// Fair-share admission of a GPU device's work to its streams: how many
 // operations each tenant may have handed to the driver at once.
-#ifndef GPUSTREAM_SERVER_BACKEND_CUDA_CUDA_ADMISSION_H_
-#define GPUSTREAM_SERVER_BACKEND_CUDA_CUDA_ADMISSION_H_
+#ifndef GPUSTREAM_SERVER_BACKEND_GPU_GPU_ADMISSION_H_
+#define GPUSTREAM_SERVER_BACKEND_GPU_GPU_ADMISSION_H_
 
 #include <chrono>
 #include <cstdint>
@@ -67,7 +67,7 @@ inline int64_t MonotonicNanos() {
 // is a leaf: nothing is called while it is held, so callers may hold their
 // own locks (a queue calls in under its mutex). Pump calls
 // Client::PumpAdmitted without the lock.
-class CudaAdmission {
+class GpuAdmission {
  private:
   struct Account;
   struct Session;
@@ -101,11 +101,11 @@ class CudaAdmission {
     Member& operator=(const Member&) = delete;
 
    private:
-    friend class CudaAdmission;
-    Member(CudaAdmission* admission, Session* session,
+    friend class GpuAdmission;
+    Member(GpuAdmission* admission, Session* session,
            std::weak_ptr<Client> client)
         : admission_(admission), session_(session), client_(client) {}
-    CudaAdmission* const admission_;
+    GpuAdmission* const admission_;
     Session* const session_;
     const std::weak_ptr<Client> client_;
     // Guarded by admission_->mu_ (not expressible to the analysis).
@@ -116,16 +116,16 @@ class CudaAdmission {
 
   // `wake` is called (without the lock) when waiting queues may have room:
   // it should make Pump() run soon (the dispatcher's tick).
-  explicit CudaAdmission(uint64_t budget = kDefaultBudget,
-                         absl::AnyInvocable<void()> wake = nullptr);
-  ~CudaAdmission();
-  CudaAdmission(const CudaAdmission&) = delete;
-  CudaAdmission& operator=(const CudaAdmission&) = delete;
+  explicit GpuAdmission(uint64_t budget = kDefaultBudget,
+                        absl::AnyInvocable<void()> wake = nullptr);
+  ~GpuAdmission();
+  GpuAdmission(const GpuAdmission&) = delete;
+  GpuAdmission& operator=(const GpuAdmission&) = delete;
 
   uint64_t budget() const { return budget_; }
 
   // A queue charged to `account` (not null) in session `session_key`.
-  // Members must go before the CudaAdmission.
+  // Members must go before the GpuAdmission.
   std::unique_ptr<Member> Join(std::shared_ptr<WorkAccount> account,
                                uint64_t session_key,
                                std::weak_ptr<Client> client);
@@ -212,4 +212,4 @@ class CudaAdmission {
 
 }  // namespace gpustream::backend
 
-#endif  // GPUSTREAM_SERVER_BACKEND_CUDA_CUDA_ADMISSION_H_
+#endif  // GPUSTREAM_SERVER_BACKEND_GPU_GPU_ADMISSION_H_

@@ -1,5 +1,5 @@
-// CudaAdmission: shares, the waiting rings and the pump.
-#include "server/backend/cuda/cuda_admission.h"
+// GpuAdmission: shares, the waiting rings and the pump.
+#include "server/backend/gpu/gpu_admission.h"
 
 #include <algorithm>
 #include <utility>
@@ -14,14 +14,14 @@ constexpr int kMaxTurns = 4096;
 
 }  // namespace
 
-CudaAdmission::Member::~Member() { admission_->Leave(*this); }
+GpuAdmission::Member::~Member() { admission_->Leave(*this); }
 
-CudaAdmission::CudaAdmission(uint64_t budget, absl::AnyInvocable<void()> wake)
+GpuAdmission::GpuAdmission(uint64_t budget, absl::AnyInvocable<void()> wake)
     : budget_(std::max<uint64_t>(budget, 1)), wake_(std::move(wake)) {}
 
-CudaAdmission::~CudaAdmission() = default;
+GpuAdmission::~GpuAdmission() = default;
 
-std::unique_ptr<CudaAdmission::Member> CudaAdmission::Join(
+std::unique_ptr<GpuAdmission::Member> GpuAdmission::Join(
     std::shared_ptr<WorkAccount> account, uint64_t session_key,
     std::weak_ptr<Client> client) {
   absl::MutexLock lock(&mu_);
@@ -40,7 +40,7 @@ std::unique_ptr<CudaAdmission::Member> CudaAdmission::Join(
   return std::unique_ptr<Member>(new Member(this, s.get(), std::move(client)));
 }
 
-void CudaAdmission::Leave(Member& m) {
+void GpuAdmission::Leave(Member& m) {
   bool wake;
   {
     absl::MutexLock lock(&mu_);
@@ -56,8 +56,8 @@ void CudaAdmission::Leave(Member& m) {
   if (wake) Wake();
 }
 
-uint64_t CudaAdmission::Admit(Member& m, uint64_t want, uint64_t queue_inflight,
-                              bool pumped) {
+uint64_t GpuAdmission::Admit(Member& m, uint64_t want, uint64_t queue_inflight,
+                             bool pumped) {
   if (want == 0) return 0;
   absl::MutexLock lock(&mu_);
   Account& a = *m.session_->account;
@@ -85,7 +85,7 @@ uint64_t CudaAdmission::Admit(Member& m, uint64_t want, uint64_t queue_inflight,
   return grant;
 }
 
-void CudaAdmission::Wait(Member& m) {
+void GpuAdmission::Wait(Member& m) {
   bool wake;
   {
     absl::MutexLock lock(&mu_);
@@ -97,13 +97,13 @@ void CudaAdmission::Wait(Member& m) {
   if (wake) Wake();
 }
 
-void CudaAdmission::Unwait(Member& m) {
+void GpuAdmission::Unwait(Member& m) {
   absl::MutexLock lock(&mu_);
   UnwaitLocked(m);
 }
 
-void CudaAdmission::Completed(Member& m, uint64_t n, int64_t start_ns,
-                              int64_t end_ns) {
+void GpuAdmission::Completed(Member& m, uint64_t n, int64_t start_ns,
+                             int64_t end_ns) {
   bool wake;
   {
     absl::MutexLock lock(&mu_);
@@ -124,7 +124,7 @@ void CudaAdmission::Completed(Member& m, uint64_t n, int64_t start_ns,
   if (wake) Wake();
 }
 
-void CudaAdmission::Release(Member& m, uint64_t n) {
+void GpuAdmission::Release(Member& m, uint64_t n) {
   if (n == 0) return;
   bool wake;
   {
@@ -135,7 +135,7 @@ void CudaAdmission::Release(Member& m, uint64_t n) {
   if (wake) Wake();
 }
 
-void CudaAdmission::Pump() {
+void GpuAdmission::Pump() {
   for (int turn = 0; turn < kMaxTurns; ++turn) {
     std::shared_ptr<Client> client;
     {
@@ -167,12 +167,12 @@ void CudaAdmission::Pump() {
   }
 }
 
-bool CudaAdmission::HasWaiting() {
+bool GpuAdmission::HasWaiting() {
   absl::MutexLock lock(&mu_);
   return !waiting_.empty();
 }
 
-CudaAdmission::AccountView CudaAdmission::View(const WorkAccount* account) {
+GpuAdmission::AccountView GpuAdmission::View(const WorkAccount* account) {
   absl::MutexLock lock(&mu_);
   auto it = accounts_.find(account);
   if (it == accounts_.end()) return {};
@@ -180,12 +180,12 @@ CudaAdmission::AccountView CudaAdmission::View(const WorkAccount* account) {
   return {a.inflight, LimitLocked(a), a.waiting};
 }
 
-uint64_t CudaAdmission::total_inflight() {
+uint64_t GpuAdmission::total_inflight() {
   absl::MutexLock lock(&mu_);
   return total_inflight_;
 }
 
-void CudaAdmission::WaitLocked(Member& m) {
+void GpuAdmission::WaitLocked(Member& m) {
   if (m.waiting_) return;
   Session& s = *m.session_;
   Account& a = *s.account;
@@ -202,7 +202,7 @@ void CudaAdmission::WaitLocked(Member& m) {
   RefreshLocked(a);
 }
 
-void CudaAdmission::UnwaitLocked(Member& m) {
+void GpuAdmission::UnwaitLocked(Member& m) {
   if (!m.waiting_) return;
   Session& s = *m.session_;
   Account& a = *s.account;
@@ -219,7 +219,7 @@ void CudaAdmission::UnwaitLocked(Member& m) {
   RefreshLocked(a);  // The member's session keeps the account.
 }
 
-void CudaAdmission::ReleaseLocked(Member& m, uint64_t n) {
+void GpuAdmission::ReleaseLocked(Member& m, uint64_t n) {
   n = std::min(n, m.inflight_);
   if (n == 0) return;
   Account& a = *m.session_->account;
@@ -229,7 +229,7 @@ void CudaAdmission::ReleaseLocked(Member& m, uint64_t n) {
   RefreshLocked(a);  // The member's session keeps the account.
 }
 
-void CudaAdmission::RefreshLocked(Account& a) {
+void GpuAdmission::RefreshLocked(Account& a) {
   const bool active = a.inflight != 0 || a.waiting;
   // Read at scheduling time: a reload's new weight applies from here on.
   const uint32_t weight =
@@ -244,7 +244,7 @@ void CudaAdmission::RefreshLocked(Account& a) {
   }
 }
 
-uint64_t CudaAdmission::LimitLocked(const Account& a) {
+uint64_t GpuAdmission::LimitLocked(const Account& a) {
   // As if active: an account about to issue counts itself in W.
   const uint64_t weight =
       std::max<uint32_t>(a.account->weight.load(std::memory_order_relaxed), 1);
@@ -252,12 +252,12 @@ uint64_t CudaAdmission::LimitLocked(const Account& a) {
   return std::max(kAccountFloor, budget_ * weight / total);
 }
 
-bool CudaAdmission::MayBorrowLocked(const Account& a) {
+bool GpuAdmission::MayBorrowLocked(const Account& a) {
   const size_t others_waiting = waiting_.size() - (a.waiting ? 1 : 0);
   return total_inflight_ < budget_ && others_waiting == 0;
 }
 
-void CudaAdmission::Wake() {
+void GpuAdmission::Wake() {
   if (wake_) wake_();
 }
 

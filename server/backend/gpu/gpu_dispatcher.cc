@@ -1,5 +1,5 @@
 // The dispatcher loop.
-#include "server/backend/cuda/cuda_dispatcher.h"
+#include "server/backend/gpu/gpu_dispatcher.h"
 
 #include <sys/prctl.h>
 
@@ -7,15 +7,15 @@
 
 namespace gpustream::backend {
 
-CudaDispatcher::CudaDispatcher(absl::AnyInvocable<void()> on_start,
-                               absl::AnyInvocable<absl::Duration()> tick)
+GpuDispatcher::GpuDispatcher(absl::AnyInvocable<void()> on_start,
+                             absl::AnyInvocable<absl::Duration()> tick)
     : on_start_(std::move(on_start)), tick_(std::move(tick)) {
-  thread_ = std::thread(&CudaDispatcher::Loop, this);
+  thread_ = std::thread(&GpuDispatcher::Loop, this);
 }
 
-CudaDispatcher::~CudaDispatcher() { Shutdown(); }
+GpuDispatcher::~GpuDispatcher() { Shutdown(); }
 
-void CudaDispatcher::Shutdown() {
+void GpuDispatcher::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
@@ -24,23 +24,23 @@ void CudaDispatcher::Shutdown() {
   thread_.join();
 }
 
-void CudaDispatcher::Post(absl::AnyInvocable<void()> fn) {
+void GpuDispatcher::Post(absl::AnyInvocable<void()> fn) {
   if (!TryPost(fn)) fn();
 }
 
-bool CudaDispatcher::TryPost(absl::AnyInvocable<void()>& fn) {
+bool GpuDispatcher::TryPost(absl::AnyInvocable<void()>& fn) {
   absl::MutexLock lock(&mu_);
   if (stopped_) return false;
   work_.push_back(std::move(fn));
   return true;
 }
 
-void CudaDispatcher::Wake() {
+void GpuDispatcher::Wake() {
   absl::MutexLock lock(&mu_);
   woken_ = true;
 }
 
-void CudaDispatcher::Loop() {
+void GpuDispatcher::Loop() {
   // Completions are noticed by polling at periods down to microseconds; the
   // default timer slack (50 us) would stretch every one of them.
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);

@@ -1,6 +1,7 @@
-// Packing launch arguments into the block cuLaunchKernel reads.
-#ifndef GPUSTREAM_SERVER_BACKEND_CUDA_CUDA_ARGS_H_
-#define GPUSTREAM_SERVER_BACKEND_CUDA_CUDA_ARGS_H_
+// Packing launch arguments into the parameter array a kernel launch reads
+// (cuLaunchKernel's and hipModuleLaunchKernel's kernelParams).
+#ifndef GPUSTREAM_SERVER_BACKEND_GPU_GPU_ARGS_H_
+#define GPUSTREAM_SERVER_BACKEND_GPU_GPU_ARGS_H_
 
 #include <cstdint>
 #include <vector>
@@ -11,11 +12,11 @@
 
 namespace gpustream::backend {
 
-// Every argument at the offset cuFuncGetParamInfo reported, in a buffer
+// Every argument at the offset the driver reported for it, in a buffer
 // aligned for any parameter type; `pointers[i]` points at argument i, as
-// cuLaunchKernel's kernelParams wants. Move-only in effect: the pointers
+// kernelParams wants. Move-only in effect: the pointers
 // point into `bytes` (std::vector keeps its storage when moved).
-struct CudaArgBlock {
+struct GpuArgBlock {
   std::vector<uint64_t> bytes;  // uint64_t: 8-byte alignment.
   std::vector<void*> pointers;
 };
@@ -23,10 +24,10 @@ struct CudaArgBlock {
 // `args` were checked against `signature` (count, kinds, BYTES sizes);
 // `device_pointer` gives a buffer argument's device address. Scalars are
 // copied with their own size, BYTES with the declared size.
-CudaArgBlock PackArgs(
+GpuArgBlock PackArgs(
     const KernelSignature& signature, const std::vector<KernelArg>& args,
     absl::FunctionRef<uint64_t(const BufferArg&)> device_pointer);
 
 }  // namespace gpustream::backend
 
-#endif  // GPUSTREAM_SERVER_BACKEND_CUDA_CUDA_ARGS_H_
+#endif  // GPUSTREAM_SERVER_BACKEND_GPU_GPU_ARGS_H_

@@ -1,6 +1,6 @@
-// CudaAdmission alone, with simulated queues: shares, borrowing, floors,
+// GpuAdmission alone, with simulated queues: shares, borrowing, floors,
 // round-robin turns and busy time. Deterministic: nothing runs on threads.
-#include "server/backend/cuda/cuda_admission.h"
+#include "server/backend/gpu/gpu_admission.h"
 
 #include <algorithm>
 #include <memory>
@@ -13,11 +13,11 @@
 namespace gpustream::backend {
 namespace {
 
-using Admission = CudaAdmission;
+using Admission = GpuAdmission;
 constexpr uint64_t kBudget = Admission::kDefaultBudget;
 
 // A queue as admission sees it: work held, work in flight. Enqueue admits
-// like CudaQueueCore::Submit/PumpLocked outside a turn; PumpAdmitted takes
+// like GpuQueueCore::Submit/PumpLocked outside a turn; PumpAdmitted takes
 // one grant per turn, as the queue does.
 class SimQueue : public Admission::Client,
                  public std::enable_shared_from_this<SimQueue> {
@@ -64,7 +64,7 @@ class SimQueue : public Admission::Client,
   uint64_t held_ = 0;
 };
 
-class CudaAdmissionTest : public ::testing::Test {
+class GpuAdmissionTest : public ::testing::Test {
  protected:
   std::shared_ptr<SimQueue> NewQueue(std::shared_ptr<WorkAccount> account,
                                      uint64_t session = 0) {
@@ -83,7 +83,7 @@ class CudaAdmissionTest : public ::testing::Test {
   int next_id_ = 0;
 };
 
-TEST_F(CudaAdmissionTest, LoneAccountGetsTheWholeBudget) {
+TEST_F(GpuAdmissionTest, LoneAccountGetsTheWholeBudget) {
   auto a = std::make_shared<WorkAccount>("a");
   auto q1 = NewQueue(a), q2 = NewQueue(a);
   q1->Enqueue(3000);
@@ -102,7 +102,7 @@ TEST_F(CudaAdmissionTest, LoneAccountGetsTheWholeBudget) {
   EXPECT_GT(q2->inflight(), Admission::kQueueFloor);
 }
 
-TEST_F(CudaAdmissionTest, WeightedSharesHoldWhileBothAreBacklogged) {
+TEST_F(GpuAdmissionTest, WeightedSharesHoldWhileBothAreBacklogged) {
   auto a = std::make_shared<WorkAccount>("a", 2);
   auto b = std::make_shared<WorkAccount>("b", 1);
   const uint64_t limit_a = kBudget * 2 / 3, limit_b = kBudget / 3;
@@ -145,7 +145,7 @@ TEST_F(CudaAdmissionTest, WeightedSharesHoldWhileBothAreBacklogged) {
   EXPECT_LT(ratio, 2.2);
 }
 
-TEST_F(CudaAdmissionTest, BorrowsFreeBudgetOnlyWhileNobodyElseWaits) {
+TEST_F(GpuAdmissionTest, BorrowsFreeBudgetOnlyWhileNobodyElseWaits) {
   auto a = std::make_shared<WorkAccount>("a", 2);
   auto b = std::make_shared<WorkAccount>("b", 1);
   const uint64_t limit_a = kBudget * 2 / 3;
@@ -173,7 +173,7 @@ TEST_F(CudaAdmissionTest, BorrowsFreeBudgetOnlyWhileNobodyElseWaits) {
   EXPECT_EQ(View(a).inflight, limit_a);
 }
 
-TEST_F(CudaAdmissionTest, AccountFloorForASmallWeight) {
+TEST_F(GpuAdmissionTest, AccountFloorForASmallWeight) {
   auto big = std::make_shared<WorkAccount>("big", 1000);
   auto small = std::make_shared<WorkAccount>("small", 1);
   NewQueue(big)->Enqueue(100000);
@@ -183,7 +183,7 @@ TEST_F(CudaAdmissionTest, AccountFloorForASmallWeight) {
   EXPECT_EQ(q->inflight(), Admission::kAccountFloor);
 }
 
-TEST_F(CudaAdmissionTest, WeightIsReadAtSchedulingTime) {
+TEST_F(GpuAdmissionTest, WeightIsReadAtSchedulingTime) {
   auto a = std::make_shared<WorkAccount>("a", 1);
   auto b = std::make_shared<WorkAccount>("b", 1);
   NewQueue(a)->Enqueue(100000);
@@ -198,7 +198,7 @@ TEST_F(CudaAdmissionTest, WeightIsReadAtSchedulingTime) {
 
 // Queues of a tenant wait for each other: however its in-flight work is
 // parked, every queue of it may keep kQueueFloor operations in flight.
-TEST_F(CudaAdmissionTest, EveryQueueKeepsItsFloor) {
+TEST_F(GpuAdmissionTest, EveryQueueKeepsItsFloor) {
   auto a = std::make_shared<WorkAccount>("a");
   auto parked = NewQueue(a);
   parked->Enqueue(kBudget * 2);  // Never completes in this test.
@@ -213,7 +213,7 @@ TEST_F(CudaAdmissionTest, EveryQueueKeepsItsFloor) {
   EXPECT_EQ(other->held(), 1000 - 11 * Admission::kQueueFloor);
 }
 
-TEST_F(CudaAdmissionTest, TurnsGoRoundRobinBySessionThenQueue) {
+TEST_F(GpuAdmissionTest, TurnsGoRoundRobinBySessionThenQueue) {
   auto a = std::make_shared<WorkAccount>("a");
   Admission small(Admission::kAccountFloor);  // Limit 128: turns are rare.
   std::vector<std::shared_ptr<SimQueue>> q;
@@ -250,7 +250,7 @@ TEST_F(CudaAdmissionTest, TurnsGoRoundRobinBySessionThenQueue) {
   for (auto& x : q) x->Leave();
 }
 
-TEST_F(CudaAdmissionTest, LeavingReleasesWhatTheQueueHadInFlight) {
+TEST_F(GpuAdmissionTest, LeavingReleasesWhatTheQueueHadInFlight) {
   auto a = std::make_shared<WorkAccount>("a");
   auto b = std::make_shared<WorkAccount>("b");
   auto qa = NewQueue(a), qb = NewQueue(b);
@@ -268,7 +268,7 @@ TEST_F(CudaAdmissionTest, LeavingReleasesWhatTheQueueHadInFlight) {
   EXPECT_FALSE(admission_.HasWaiting());
 }
 
-TEST_F(CudaAdmissionTest, BusyTimeIsTheUnionOfTheAccountsBatches) {
+TEST_F(GpuAdmissionTest, BusyTimeIsTheUnionOfTheAccountsBatches) {
   auto a = std::make_shared<WorkAccount>("a");
   auto q1 = NewQueue(a), q2 = NewQueue(a);
   q1->Enqueue(4);
