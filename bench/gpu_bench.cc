@@ -34,7 +34,7 @@
 #include "bench/bench_util.h"
 #include "server/backend/backend_factory.h"
 #include "server/backend/cuda/cuda_driver.h"
-#include "server/backend/cuda/cuda_module.h"
+#include "server/backend/cuda/cuda_backend.h"
 #include "server/backend/cuda/cuda_status.h"
 #include "server/usage.h"
 #include "server/version.h"
@@ -142,7 +142,7 @@ absl::StatusOr<std::unique_ptr<Native>> Native::Open(const std::string& path) {
     return s;
   }
   // The very image the daemon serves, so both sides run the same kernels.
-  const backend::EmbeddedModule samples = backend::EmbeddedSamplesModule();
+  const backend::EmbeddedModule samples = backend::CudaEmbeddedSamples();
   if (samples.image.empty()) {
     return absl::UnimplementedError(
         "this build has no CUDA samples fatbin (nvcc was not found when it "

@@ -28,11 +28,11 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "server/backend/cuda/cuda_device.h"
 #include "server/backend/cuda/cuda_driver.h"
 #include "server/backend/cuda/cuda_fake_testing.h"
-#include "server/backend/cuda/cuda_queue.h"
 #include "server/backend/gpu/gpu_admission.h"
+#include "server/backend/gpu/gpu_device.h"
+#include "server/backend/gpu/gpu_queue.h"
 #include "server/backend/work_account.h"
 
 namespace gpustream::backend {
@@ -90,11 +90,12 @@ class GpuAdmissionFakeTest : public ::testing::Test {
       real = loaded->release();
       ASSERT_EQ(real->cuInit(0), CUDA_SUCCESS);
     }
-    auto wrapped = std::make_shared<CudaDriver>(*real);
+    auto wrapped = std::make_unique<CudaDriver>(*real);
     wrapped->cuStreamCreateWithPriority = &CreateStream;
     wrapped->cuLaunchKernel = &LaunchKernel;
     wrapped->cuStreamWaitEvent = &WaitEvent;
-    auto device = CudaDevice::Create(std::move(wrapped), 0);
+    auto device = OpenCudaDevice(
+        std::make_shared<const CudaAdapter>(std::move(wrapped)), 0);
     ASSERT_TRUE(device.ok()) << device.status();
     device_ = *std::move(device);
     modules_ = device_->BuiltinModules();
@@ -109,7 +110,7 @@ class GpuAdmissionFakeTest : public ::testing::Test {
   // Parks waits for 1 on flag_ on the device. The test plays a writer
   // queue through the driver directly: a stream of its own waits on a word
   // the test stores, then writes 1 to flag_ and records an event, which the
-  // flag learns of as a write in flight (CudaFlag::WriteIssued). Waits for 1
+  // flag learns of as a write in flight (GpuFlag::WriteIssued). Waits for 1
   // then go to the queues' streams as waits on that event and park there,
   // with the work behind them issued, until OpenGate(). (The backend itself
   // never parks a stream on a value nobody has written yet.)
@@ -128,14 +129,16 @@ class GpuAdmissionFakeTest : public ::testing::Test {
     ASSERT_EQ(real->cuStreamWaitValue64(gate_stream_, word, 1,
                                         CU_STREAM_WAIT_VALUE_EQ),
               CUDA_SUCCESS);
-    auto& flag = static_cast<CudaFlag&>(*flag_);
+    auto& flag = static_cast<GpuFlag&>(*flag_);
     ASSERT_EQ(real->cuStreamWriteValue64(gate_stream_, flag.device_ptr(), 1, 0),
               CUDA_SUCCESS);
     auto event = device_->events().Get(/*timing=*/false);
     ASSERT_TRUE(event.ok()) << event.status();
-    auto point = std::make_shared<CudaEventPoint>(device_.get(), event->event,
-                                                  false, event->epoch);
-    ASSERT_EQ(real->cuEventRecord(point->event, gate_stream_), CUDA_SUCCESS);
+    auto point = std::make_shared<GpuEventPoint>(device_.get(), event->event,
+                                                 false, event->epoch);
+    ASSERT_EQ(real->cuEventRecord(reinterpret_cast<CUevent>(point->event),
+                                  gate_stream_),
+              CUDA_SUCCESS);
     point->issued.store(true);
     flag.WriteIssued(1, point);
   }
@@ -248,7 +251,7 @@ class GpuAdmissionFakeTest : public ::testing::Test {
     return true;
   }
 
-  std::unique_ptr<CudaDevice> device_;
+  std::unique_ptr<GpuDevice> device_;
   std::vector<std::unique_ptr<Module>> modules_;
   Module* samples_ = nullptr;
   std::shared_ptr<Buffer> counter_;

@@ -9,8 +9,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "server/backend/cuda/cuda_device.h"
 #include "server/backend/cuda/cuda_fake_testing.h"
+#include "server/backend/gpu/gpu_device.h"
 
 namespace gpustream::backend {
 namespace {
@@ -24,10 +24,13 @@ constexpr absl::Duration kPrompt = absl::Seconds(5);
 // function and synchronize still complete: the backend's completion
 // tracking must not wait behind that thread.
 TEST(CudaCompletionFakeTest, CompletionsDoNotWaitForTheCallbackThread) {
-  auto created = OpenFakeCudaDevice();
+  auto opened = OpenCudaDriver(FakeCudaDriverPath());
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  std::shared_ptr<const CudaAdapter> adapter = *std::move(opened);
+  auto created = OpenCudaDevice(adapter, 0);
   ASSERT_TRUE(created.ok()) << created.status();
-  std::unique_ptr<CudaDevice> device = *std::move(created);
-  const CudaDriver& driver = device->driver();
+  std::unique_ptr<GpuDevice> device = *std::move(created);
+  const CudaDriver& driver = adapter->table();
   ASSERT_TRUE(device->MakeCurrent().ok());
 
   // The other user's stream is created first: with the default 8 hardware

@@ -16,9 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "server/backend/cuda/cuda_device.h"
-#include "server/backend/cuda/cuda_driver.h"
-#include "server/backend/cuda/cuda_status.h"
+#include "server/backend/cuda/cuda_backend.h"
+#include "server/backend/gpu/gpu_device.h"
 
 namespace gpustream::backend {
 
@@ -30,15 +29,10 @@ inline std::string FakeCudaDriverPath() {
 }
 
 // Loads the fake driver, runs cuInit and opens device 0.
-inline absl::StatusOr<std::unique_ptr<CudaDevice>> OpenFakeCudaDevice() {
-  auto loaded = CudaDriver::Load(FakeCudaDriverPath());
-  if (!loaded.ok()) return loaded.status();
-  std::shared_ptr<const CudaDriver> driver = *std::move(loaded);
-  if (absl::Status s = ToStatus(driver->cuInit(0), "cuInit", driver.get());
-      !s.ok()) {
-    return s;
-  }
-  return CudaDevice::Create(std::move(driver), 0);
+inline absl::StatusOr<std::unique_ptr<GpuDevice>> OpenFakeCudaDevice() {
+  auto driver = OpenCudaDriver(FakeCudaDriverPath());
+  if (!driver.ok()) return driver.status();
+  return OpenCudaDevice(*std::move(driver), 0);
 }
 
 // The first 8 bytes of `buffer` as `queue` reads them, after the work

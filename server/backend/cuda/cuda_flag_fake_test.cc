@@ -10,8 +10,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "server/backend/cuda/cuda_device.h"
 #include "server/backend/cuda/cuda_fake_testing.h"
+#include "server/backend/gpu/gpu_device.h"
 
 namespace gpustream::backend {
 namespace {
@@ -42,7 +42,7 @@ bool Eventually(F attempt, absl::Duration timeout = absl::Seconds(10)) {
 TEST(CudaFlagFakeTest, HeldWaitSeesAValueStoredLongBeforeItIsReached) {
   auto created = OpenFakeCudaDevice();
   ASSERT_TRUE(created.ok()) << created.status();
-  std::unique_ptr<CudaDevice> device = *std::move(created);
+  std::unique_ptr<GpuDevice> device = *std::move(created);
   std::vector<std::unique_ptr<Module>> modules = device->BuiltinModules();
   ASSERT_FALSE(modules.empty());
   const Kernel& spin = **modules.front()->FindKernel("spin_ns");
@@ -68,7 +68,7 @@ TEST(CudaFlagFakeTest, HeldWaitSeesAValueStoredLongBeforeItIsReached) {
 TEST(CudaFlagFakeTest, AHostStoreOfTheSameValueDoesNotRetireADeviceWrite) {
   auto created = OpenFakeCudaDevice();
   ASSERT_TRUE(created.ok()) << created.status();
-  std::unique_ptr<CudaDevice> device = *std::move(created);
+  std::unique_ptr<GpuDevice> device = *std::move(created);
   std::vector<std::unique_ptr<Module>> modules = device->BuiltinModules();
   ASSERT_FALSE(modules.empty());
   const Kernel& spin = **modules.front()->FindKernel("spin_ns");
@@ -106,11 +106,12 @@ TEST(CudaFlagFakeTest, AWriteOnTheStreamIsNotReportedFailedIfItsEventIsNot) {
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   real_driver = loaded->release();  // Lives as long as the process.
   ASSERT_EQ(real_driver->cuInit(0), CUDA_SUCCESS);
-  auto wrapped = std::make_shared<CudaDriver>(*real_driver);
+  auto wrapped = std::make_unique<CudaDriver>(*real_driver);
   wrapped->cuEventRecord = &RefusingRecord;
-  auto created = CudaDevice::Create(std::move(wrapped), 0);
+  auto created = OpenCudaDevice(
+      std::make_shared<const CudaAdapter>(std::move(wrapped)), 0);
   ASSERT_TRUE(created.ok()) << created.status();
-  std::unique_ptr<CudaDevice> device = *std::move(created);
+  std::unique_ptr<GpuDevice> device = *std::move(created);
   std::vector<std::unique_ptr<Module>> modules = device->BuiltinModules();
   ASSERT_FALSE(modules.empty());
   const Kernel& add = **modules.front()->FindKernel("add_u64");

@@ -13,9 +13,9 @@
 #include "absl/strings/match.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "server/backend/cuda/cuda_device.h"
 #include "server/backend/cuda/cuda_fake_testing.h"
-#include "server/backend/cuda/cuda_module.h"
+#include "server/backend/gpu/gpu_device.h"
+#include "server/backend/gpu/gpu_module.h"
 #include "server/modules/module_manifest.h"
 
 namespace gpustream::backend {
@@ -30,7 +30,7 @@ void Require(bool ok, const std::string& why) {
   std::exit(1);
 }
 
-std::unique_ptr<CudaDevice> OpenWithComputeCapability(const char* cc) {
+std::unique_ptr<GpuDevice> OpenWithComputeCapability(const char* cc) {
   setenv("FAKECUDA_COMPUTE_CAPABILITY", cc, 1);
   auto created = OpenFakeCudaDevice();
   Require(created.ok(), created.status().ToString());
@@ -45,7 +45,7 @@ class CudaModuleFakeTest : public testing::Test {
 };
 
 void OlderMinorChild() {
-  std::unique_ptr<CudaDevice> device = OpenWithComputeCapability("86");
+  std::unique_ptr<GpuDevice> device = OpenWithComputeCapability("86");
   Require(device->info().arch == "sm_86", device->info().arch);
   std::vector<std::unique_ptr<Module>> modules = device->BuiltinModules();
   Require(modules.size() == 1, "the samples did not load on sm_86");
@@ -71,14 +71,14 @@ TEST_F(CudaModuleFakeTest, AnOlderMinorRunsTheSamplesSass) {
 }
 
 void NoCodeChild() {
-  std::unique_ptr<CudaDevice> device = OpenWithComputeCapability("75");
+  std::unique_ptr<GpuDevice> device = OpenWithComputeCapability("75");
   Require(device->BuiltinModules().empty(), "the samples loaded on sm_75");
-  EmbeddedModule embedded = EmbeddedSamplesModule();
+  EmbeddedModule embedded = CudaEmbeddedSamples();
   auto manifest = modules::ParseModuleManifest(embedded.manifest,
                                                "samples manifest", "samples");
   Require(manifest.ok(), manifest.status().ToString());
-  auto module = CudaModule::Load(device.get(), embedded.image, *manifest,
-                                 "samples.fatbin");
+  auto module = GpuModule::Load(device.get(), embedded.image, *manifest,
+                                "samples.fatbin");
   Require(!module.ok(), "the image loaded on sm_75");
   const absl::Status& s = module.status();
   Require(s.code() == absl::StatusCode::kInvalidArgument, s.ToString());

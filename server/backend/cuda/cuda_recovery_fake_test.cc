@@ -17,8 +17,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "server/backend/cuda/cuda_device.h"
 #include "server/backend/cuda/cuda_fake_testing.h"
+#include "server/backend/gpu/gpu_device.h"
 
 namespace gpustream::backend {
 namespace {
@@ -26,7 +26,7 @@ namespace {
 TEST(CudaRecoveryFakeTest, RecoverRefusesADeviceTheResetDidNotClear) {
   auto created = OpenFakeCudaDevice();
   ASSERT_TRUE(created.ok()) << created.status();
-  std::unique_ptr<CudaDevice> device = *std::move(created);
+  std::unique_ptr<GpuDevice> device = *std::move(created);
   absl::Notification fatal;
   device->SetFatalErrorHandler(
       [&fatal](const DeviceFailure&) { fatal.Notify(); });
@@ -56,7 +56,7 @@ void RaceRecoveriesChild() {
   };
   auto created = OpenFakeCudaDevice();
   if (!created.ok()) fail(created.status().ToString());
-  std::unique_ptr<CudaDevice> device = *std::move(created);
+  std::unique_ptr<GpuDevice> device = *std::move(created);
   std::atomic<int> faults{0};
   device->SetFatalErrorHandler([&faults](const DeviceFailure&) {
     faults.fetch_add(1, std::memory_order_release);

@@ -1,8 +1,6 @@
-// CUDA buffers, events and completion flags.
-#ifndef GPUSTREAM_SERVER_BACKEND_CUDA_CUDA_OBJECTS_H_
-#define GPUSTREAM_SERVER_BACKEND_CUDA_CUDA_OBJECTS_H_
-
-#include <cuda.h>
+// GPU buffers, events and completion flags.
+#ifndef GPUSTREAM_SERVER_BACKEND_GPU_GPU_OBJECTS_H_
+#define GPUSTREAM_SERVER_BACKEND_GPU_GPU_OBJECTS_H_
 
 #include <atomic>
 #include <deque>
@@ -14,23 +12,24 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/backend/buffer.h"
-#include "server/backend/cuda/cuda_pools.h"
 #include "server/backend/event.h"
 #include "server/backend/flag.h"
 #include "server/backend/flag_waiters.h"
+#include "server/backend/gpu/gpu_driver.h"
+#include "server/backend/gpu/gpu_pools.h"
 
 namespace gpustream::backend {
 
-class CudaDevice;
-class CudaQueueCore;
+class GpuDevice;
+class GpuQueueCore;
 
-// Pool or cuMemAlloc memory (DEVICE, CudaDevice::AllocateDevice) or
-// cuMemHostAlloc DEVICEMAP memory (HOST_PINNED, which kernels reach through
+// Pool or MemAlloc memory (DEVICE, GpuDevice::AllocateDevice) or
+// mapped HostAlloc memory (HOST_PINNED, which kernels reach through
 // `ptr`). Freed on the device's cleanup thread.
-class CudaBuffer : public Buffer {
+class GpuBuffer : public Buffer {
  public:
-  CudaBuffer(CudaDevice* device, CUdeviceptr ptr, void* host, uint64_t size,
-             MemoryKind kind, bool pooled, uint64_t epoch)
+  GpuBuffer(GpuDevice* device, GpuDeviceptr ptr, void* host, uint64_t size,
+            MemoryKind kind, bool pooled, uint64_t epoch)
       : device_(device),
         ptr_(ptr),
         host_(host),
@@ -38,14 +37,14 @@ class CudaBuffer : public Buffer {
         kind_(kind),
         pooled_(pooled),
         epoch_(epoch) {}
-  ~CudaBuffer() override;
+  ~GpuBuffer() override;
   uint64_t size() const override { return size_; }
   MemoryKind kind() const override { return kind_; }
-  CUdeviceptr ptr() const { return ptr_; }
+  GpuDeviceptr ptr() const { return ptr_; }
 
  private:
-  CudaDevice* const device_;
-  const CUdeviceptr ptr_;
+  GpuDevice* const device_;
+  const GpuDeviceptr ptr_;
   void* const host_;  // HOST_PINNED only.
   const uint64_t size_;
   const MemoryKind kind_;
@@ -53,60 +52,60 @@ class CudaBuffer : public Buffer {
   const uint64_t epoch_;
 };
 
-// One RecordEvent (or WaitQueue marker) on a pooled CUevent. Waits hold the
-// point that was latest when they were enqueued; a wait is handed to its
+// One RecordEvent (or WaitQueue marker) on a pooled native event. Waits hold
+// the point that was latest when they were enqueued; a wait is handed to its
 // stream only once the record has been (the record may be held in the
-// daemon behind its own queue's work). The CUevent returns to the pool when
+// daemon behind its own queue's work). The event returns to the pool when
 // the last holder lets go, which is after the record has completed.
-struct CudaEventPoint {
-  CudaEventPoint(CudaDevice* device, CUevent event, bool timing, uint64_t epoch)
+struct GpuEventPoint {
+  GpuEventPoint(GpuDevice* device, GpuEventHandle event, bool timing,
+                uint64_t epoch)
       : device(device), event(event), timing(timing), epoch(epoch) {}
-  ~CudaEventPoint();
-  CudaDevice* const device;
-  const CUevent event;
+  ~GpuEventPoint();
+  GpuDevice* const device;
+  const GpuEventHandle event;
   const bool timing;
   const uint64_t epoch;
-  std::atomic<bool> issued{false};  // cuEventRecord has been called.
+  std::atomic<bool> issued{false};  // EventRecord has been called.
   // Dropped before reaching its stream: complete, and nothing to wait for.
   std::atomic<bool> skipped{false};
 };
 
-class CudaEvent : public Event {
+class GpuEvent : public Event {
  public:
-  CudaEvent(CudaDevice* device, bool timing)
-      : device_(device), timing_(timing) {}
+  GpuEvent(GpuDevice* device, bool timing) : device_(device), timing_(timing) {}
   bool timing_enabled() const override { return timing_; }
   bool IsComplete() override;
   void OnComplete(absl::AnyInvocable<void()> done) override;
   absl::StatusOr<float> ElapsedMillisSince(Event& start) override;
 
-  absl::StatusOr<std::shared_ptr<CudaEventPoint>> NewRecord();
-  std::shared_ptr<CudaEventPoint> Latest();
+  absl::StatusOr<std::shared_ptr<GpuEventPoint>> NewRecord();
+  std::shared_ptr<GpuEventPoint> Latest();
 
  private:
-  CudaDevice* const device_;
+  GpuDevice* const device_;
   const bool timing_;
   absl::Mutex mu_;
-  std::shared_ptr<CudaEventPoint> latest_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<GpuEventPoint> latest_ ABSL_GUARDED_BY(mu_);
 };
 
 // Whether a point's record has completed; errors count as complete (a
 // failed context never completes anything, and nothing may wait forever).
-bool PointComplete(CudaDevice& device, CudaEventPoint& point);
+bool PointComplete(GpuDevice& device, GpuEventPoint& point);
 
 // An 8-byte slot of pinned, device-mapped host memory. The host stores and
 // loads it with release/acquire atomics; streams store into it with
-// cuStreamWriteValue64 (WriteFlag).
+// StreamWriteValue64 (WriteFlag).
 //
 // A queue's wait for a value never goes to its stream as a
 // cuStreamWaitValue64: on a GPU such a wait parks at the head of a hardware
 // queue that other streams share until somebody writes the value, which may
-// be never. Instead (CudaQueue::WaitFlag) the daemon holds the queue's later
+// be never. Instead (GpuQueue::WaitFlag) the daemon holds the queue's later
 // work until the flag satisfies the wait, or until a write that satisfies it
 // has been handed to a stream: then the queue's stream waits on the event
 // recorded right after that write, which completes once work already issued
 // has run, whatever is written later. Thread-safe.
-class CudaFlag : public Flag, public std::enable_shared_from_this<CudaFlag> {
+class GpuFlag : public Flag, public std::enable_shared_from_this<GpuFlag> {
  public:
   // A held queue wait's view of the flag: set once a value stored after the
   // wait was enqueued (by the host, or by a stream as far as the daemon
@@ -118,8 +117,8 @@ class CudaFlag : public Flag, public std::enable_shared_from_this<CudaFlag> {
     std::atomic<bool> seen{false};
   };
 
-  CudaFlag(CudaDevice* device, CudaSlotAllocator::Slot slot);
-  ~CudaFlag() override;
+  GpuFlag(GpuDevice* device, GpuSlotAllocator::Slot slot);
+  ~GpuFlag() override;
 
   uint64_t Load() override;
   void Store(uint64_t value) override;
@@ -128,24 +127,24 @@ class CudaFlag : public Flag, public std::enable_shared_from_this<CudaFlag> {
   void CancelWait(WaitId id) override { waiters_.Cancel(id); }
   void Release(const absl::Status& reason) override;
 
-  CUdeviceptr device_ptr() const { return slot_.device; }
+  GpuDeviceptr device_ptr() const { return slot_.device; }
   bool released() { return waiters_.released(); }
 
   // A write of `value` was handed to a stream, and `point` recorded right
   // after it. Until it has landed, waits it satisfies may wait on `point`.
-  void WriteIssued(uint64_t value, std::shared_ptr<CudaEventPoint> point);
+  void WriteIssued(uint64_t value, std::shared_ptr<GpuEventPoint> point);
   // The write's operation completed or was dropped (its queue cancelled or
   // failed). Whether it ran is the event's to say, not the operation's
   // status: a cancelled queue's issued work still runs. Host waiters see
   // every value that landed (even if overwritten).
-  void WriteDone(const CudaEventPoint* point);
+  void WriteDone(const GpuEventPoint* point);
   // A write of `value` ran without a point to track it (the event after it
   // was refused): its waits and watches hear of it now.
   void UntrackedWriteRan(uint64_t value);
   // The point after the oldest write in flight (not yet landed) that
   // satisfies the wait (it lands first, as far as anyone knows), or null.
-  std::shared_ptr<CudaEventPoint> InFlightSatisfying(uint64_t value,
-                                                     WaitCondition condition);
+  std::shared_ptr<GpuEventPoint> InFlightSatisfying(uint64_t value,
+                                                    WaitCondition condition);
   // Watches the flag for a held queue wait from now on (writes that have
   // landed already are not "from now on"); Unwatch when the wait is done.
   std::shared_ptr<Watch> WatchFor(uint64_t value, WaitCondition condition);
@@ -156,7 +155,7 @@ class CudaFlag : public Flag, public std::enable_shared_from_this<CudaFlag> {
   void Remember(uint64_t value) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether the write before `point` has run on the device (its event
   // completed in the current context). Never blocks.
-  bool Landed(const CudaEventPoint& point);
+  bool Landed(const GpuEventPoint& point);
   // Retires writes that have landed from in_flight_, in issue order
   // (Remember), and tells host waiters (outside mu_): a write the device
   // has done is no longer one a wait may count on, and the watches must
@@ -165,11 +164,11 @@ class CudaFlag : public Flag, public std::enable_shared_from_this<CudaFlag> {
 
   struct InFlight {
     uint64_t value;
-    std::shared_ptr<CudaEventPoint> point;
+    std::shared_ptr<GpuEventPoint> point;
   };
 
-  CudaDevice* const device_;
-  const CudaSlotAllocator::Slot slot_;
+  GpuDevice* const device_;
+  const GpuSlotAllocator::Slot slot_;
   FlagWaiters waiters_;
   absl::Mutex mu_;
   std::deque<InFlight> in_flight_ ABSL_GUARDED_BY(mu_);  // Oldest first.
@@ -182,4 +181,4 @@ class CudaFlag : public Flag, public std::enable_shared_from_this<CudaFlag> {
 
 }  // namespace gpustream::backend
 
-#endif  // GPUSTREAM_SERVER_BACKEND_CUDA_CUDA_OBJECTS_H_
+#endif  // GPUSTREAM_SERVER_BACKEND_GPU_GPU_OBJECTS_H_

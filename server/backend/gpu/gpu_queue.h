@@ -1,8 +1,6 @@
-// A CUDA queue: a non-blocking native stream, fed within a bounded budget.
-#ifndef GPUSTREAM_SERVER_BACKEND_CUDA_CUDA_QUEUE_H_
-#define GPUSTREAM_SERVER_BACKEND_CUDA_CUDA_QUEUE_H_
-
-#include <cuda.h>
+// A GPU queue: a non-blocking native stream, fed within a bounded budget.
+#ifndef GPUSTREAM_SERVER_BACKEND_GPU_GPU_QUEUE_H_
+#define GPUSTREAM_SERVER_BACKEND_GPU_GPU_QUEUE_H_
 
 #include <algorithm>
 #include <atomic>
@@ -13,18 +11,19 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/backend/cuda/cuda_objects.h"
-#include "server/backend/cuda/cuda_pools.h"
 #include "server/backend/gpu/gpu_admission.h"
+#include "server/backend/gpu/gpu_driver.h"
+#include "server/backend/gpu/gpu_objects.h"
+#include "server/backend/gpu/gpu_pools.h"
 #include "server/backend/queue.h"
 #include "server/backend/work_account.h"
 
 namespace gpustream::backend {
 
-class CudaDevice;
+class GpuDevice;
 
-// The state of one stream, shared by its CudaQueue, the dispatcher and the
-// flags whose waits it holds; outlives the CudaQueue until its work is done.
+// The state of one stream, shared by its GpuQueue, the dispatcher and the
+// flags whose waits it holds; outlives the GpuQueue until its work is done.
 //
 // Budget: CUDA blocks the caller once about a thousand operations are
 // pending on a stream. At most kBudget operations are handed to the stream
@@ -56,7 +55,7 @@ class CudaDevice;
 // Accounting (WorkAccount, the queue's tenant): inflight_commands counts
 // each operation from enqueue until it completed (known when its marker
 // comes back) or was dropped; commands_completed the ones that ran;
-// staged_bytes is kept by the writes' staging (CudaQueue::Write); busy_ns
+// staged_bytes is kept by the writes' staging (GpuQueue::Write); busy_ns
 // comes from the markers' completion times (GpuAdmission::Completed).
 // Internal operations (OnIdle's, the record behind WaitQueue) are not
 // counted: `Op::counted`.
@@ -64,8 +63,8 @@ class CudaDevice;
 // Thread-safe: `mu_` serializes every call on the stream, so work reaches it
 // in enqueue order whichever thread issues it. Lock order: mu_, then the
 // admission's (a leaf).
-class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore>,
-                      public GpuAdmission::Client {
+class GpuQueueCore : public std::enable_shared_from_this<GpuQueueCore>,
+                     public GpuAdmission::Client {
  public:
   static constexpr uint64_t kBudget = 384;
   static constexpr uint64_t kMarkerEvery = 64;
@@ -78,7 +77,7 @@ class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore>,
   // gates issuing (a wait on a record not issued yet; a flag wait the
   // daemon holds).
   struct Op {
-    absl::AnyInvocable<absl::Status(CudaQueueCore&)> issue;
+    absl::AnyInvocable<absl::Status(GpuQueueCore&)> issue;
     absl::AnyInvocable<void(absl::Status)> done;
     absl::AnyInvocable<bool()> ready;
     bool prompt = false;  // Mark right after it: someone awaits `done`.
@@ -89,24 +88,24 @@ class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore>,
   // `account` is not null. `progress`: the progress word, reading 0, whose
   // slot the core owns; a null `progress.host` makes markers event records.
   // JoinAdmission must follow, before any Submit.
-  CudaQueueCore(CudaDevice* device, CUstream stream, uint64_t epoch,
-                CudaSlotAllocator::Slot progress,
-                std::shared_ptr<WorkAccount> account,
-                absl::AnyInvocable<void(const absl::Status&)> on_error)
+  GpuQueueCore(GpuDevice* device, GpuStreamHandle stream, uint64_t epoch,
+               GpuSlotAllocator::Slot progress,
+               std::shared_ptr<WorkAccount> account,
+               absl::AnyInvocable<void(const absl::Status&)> on_error)
       : device_(device),
         stream_(stream),
         epoch_(epoch),
         progress_(progress),
         account_(std::move(account)),
         on_error_(std::move(on_error)) {}
-  ~CudaQueueCore() override;
+  ~GpuQueueCore() override;
   // Takes the queue's place in the device's admission (it needs
   // weak_from_this, so not in the constructor).
   void JoinAdmission(uint64_t session_key);
   uint64_t session_key() const { return session_key_; }
 
-  CUstream stream() const { return stream_; }
-  CudaDevice& device() { return *device_; }
+  GpuStreamHandle stream() const { return stream_; }
+  GpuDevice& device() { return *device_; }
   // Only from inside an Op's `issue` (mu_ held): part of the op is on the
   // stream already and the rest failed with `status`. The op counts as
   // issued (the part on the stream runs) and the queue becomes sticky.
@@ -127,7 +126,7 @@ class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore>,
   // its account's inflight_commands).
   uint64_t inflight_commands() const { return inflight_.value(); }
   absl::Status error();
-  // The CudaQueue is gone: destroy the stream once idle.
+  // The GpuQueue is gone: destroy the stream once idle.
   void Retire();
 
   // The queue's admission turn (GpuAdmission::Pump, on the dispatcher).
@@ -184,11 +183,11 @@ class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore>,
   // Runs callbacks on the dispatcher (at once when already there).
   void Deliver(Callbacks callbacks);
 
-  CudaDevice* const device_;
-  const CUstream stream_;
+  GpuDevice* const device_;
+  const GpuStreamHandle stream_;
   const uint64_t epoch_;
   // Written by the stream's markers (not under mu_: read with atomic_ref).
-  const CudaSlotAllocator::Slot progress_;
+  const GpuSlotAllocator::Slot progress_;
   const std::shared_ptr<WorkAccount> account_;
   InflightCount inflight_;
   void ChargeInflight(int64_t n) { inflight_.Charge(*account_, n); }
@@ -208,7 +207,7 @@ class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore>,
   // Event markers (no progress word): the count each one completes.
   struct EventMark {
     uint64_t count;
-    CUevent event;
+    GpuEventHandle event;
   };
   std::deque<EventMark> event_marks_ ABSL_GUARDED_BY(mu_);
   // The last prompt marker: its count and when it was issued
@@ -240,11 +239,11 @@ class CudaQueueCore : public std::enable_shared_from_this<CudaQueueCore>,
 
 // The Queue the session layer holds. Destroying it retires the core: the
 // stream goes once its work is done.
-class CudaQueue : public Queue {
+class GpuQueue : public Queue {
  public:
-  explicit CudaQueue(std::shared_ptr<CudaQueueCore> core)
+  explicit GpuQueue(std::shared_ptr<GpuQueueCore> core)
       : core_(std::move(core)) {}
-  ~CudaQueue() override { core_->Retire(); }
+  ~GpuQueue() override { core_->Retire(); }
 
   absl::Status Launch(const Kernel& kernel, const LaunchConfig& config,
                       std::vector<KernelArg> args) override;
@@ -272,13 +271,13 @@ class CudaQueue : public Queue {
 
  private:
   // `counted`: false for the record WaitQueue puts on the other queue.
-  absl::Status Record(std::shared_ptr<CudaEventPoint> point,
+  absl::Status Record(std::shared_ptr<GpuEventPoint> point,
                       bool counted = true);
-  absl::Status WaitPoint(std::shared_ptr<CudaEventPoint> point);
+  absl::Status WaitPoint(std::shared_ptr<GpuEventPoint> point);
 
-  const std::shared_ptr<CudaQueueCore> core_;
+  const std::shared_ptr<GpuQueueCore> core_;
 };
 
 }  // namespace gpustream::backend
 
-#endif  // GPUSTREAM_SERVER_BACKEND_CUDA_CUDA_QUEUE_H_
+#endif  // GPUSTREAM_SERVER_BACKEND_GPU_GPU_QUEUE_H_

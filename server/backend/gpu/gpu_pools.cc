@@ -1,16 +1,16 @@
 // Event, staging and flag-slot pools.
-#include "server/backend/cuda/cuda_pools.h"
+#include "server/backend/gpu/gpu_pools.h"
 
 #include <atomic>
 #include <bit>
 
-#include "server/backend/cuda/cuda_device.h"
+#include "server/backend/gpu/gpu_device.h"
 
 namespace gpustream::backend {
 
 // --- Events -----------------------------------------------------------------
 
-absl::StatusOr<CudaEventPool::Pooled> CudaEventPool::Get(bool timing) {
+absl::StatusOr<GpuEventPool::Pooled> GpuEventPool::Get(bool timing) {
   {
     absl::MutexLock lock(&mu_);
     auto& free = free_[timing];
@@ -21,19 +21,15 @@ absl::StatusOr<CudaEventPool::Pooled> CudaEventPool::Get(bool timing) {
     }
   }
   const uint64_t epoch = device_->epoch();
-  CudaDevice::Pass pass(*device_, epoch);
+  GpuDevice::Pass pass(*device_, epoch);
   if (!pass) return device_->PassRefused();
   if (absl::Status s = device_->MakeCurrent(); !s.ok()) return s;
-  CUevent event = nullptr;
-  absl::Status s = device_->Check(
-      device_->driver().cuEventCreate(
-          &event, timing ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING),
-      "cuEventCreate");
-  if (!s.ok()) return s;
-  return Pooled{event, epoch};
+  absl::StatusOr<GpuEventHandle> event = device_->driver().EventCreate(timing);
+  if (!event.ok()) return device_->Check(event.status());
+  return Pooled{*event, epoch};
 }
 
-void CudaEventPool::Put(CUevent event, bool timing, uint64_t epoch) {
+void GpuEventPool::Put(GpuEventHandle event, bool timing, uint64_t epoch) {
   {
     // Under mu_: Recover moves the epoch on, then Forget()s under mu_.
     absl::MutexLock lock(&mu_);
@@ -44,19 +40,21 @@ void CudaEventPool::Put(CUevent event, bool timing, uint64_t epoch) {
     }
   }
   device_->Release(epoch, [device = device_, event] {
-    device->Warn(device->driver().cuEventDestroy(event), "cuEventDestroy");
+    device->Warn(device->driver().EventDestroy(event));
   });
 }
 
-void CudaEventPool::FreeAll() {
+void GpuEventPool::FreeAll() {
   absl::MutexLock lock(&mu_);
   for (auto& free : free_) {
-    for (const Pooled& e : free) device_->driver().cuEventDestroy(e.event);
+    for (const Pooled& e : free) {
+      device_->driver().EventDestroy(e.event).IgnoreError();
+    }
     free.clear();
   }
 }
 
-void CudaEventPool::Forget() {
+void GpuEventPool::Forget() {
   absl::MutexLock lock(&mu_);
   free_[0].clear();
   free_[1].clear();
@@ -64,7 +62,7 @@ void CudaEventPool::Forget() {
 
 // --- Staging ----------------------------------------------------------------
 
-absl::StatusOr<Staging> CudaStagingPool::Get(uint64_t size) {
+absl::StatusOr<Staging> GpuStagingPool::Get(uint64_t size) {
   const uint64_t capacity = std::bit_ceil(std::max<uint64_t>(size, 4096));
   {
     absl::MutexLock lock(&mu_);
@@ -77,18 +75,16 @@ absl::StatusOr<Staging> CudaStagingPool::Get(uint64_t size) {
     }
   }
   const uint64_t epoch = device_->epoch();
-  CudaDevice::Pass pass(*device_, epoch);
+  GpuDevice::Pass pass(*device_, epoch);
   if (!pass) return device_->PassRefused();
   if (absl::Status s = device_->MakeCurrent(); !s.ok()) return s;
-  Staging staging{nullptr, capacity, epoch};
-  absl::Status s = device_->Check(
-      device_->driver().cuMemHostAlloc(&staging.host, capacity, 0),
-      "cuMemHostAlloc (staging)");
-  if (!s.ok()) return s;
-  return staging;
+  absl::StatusOr<void*> host =
+      device_->driver().HostAlloc(capacity, /*mapped=*/false);
+  if (!host.ok()) return device_->Check(host.status());
+  return Staging{*host, capacity, epoch};
 }
 
-void CudaStagingPool::Put(Staging staging) {
+void GpuStagingPool::Put(Staging staging) {
   {
     // Under mu_: Recover moves the epoch on, then Forget()s under mu_.
     absl::MutexLock lock(&mu_);
@@ -100,20 +96,20 @@ void CudaStagingPool::Put(Staging staging) {
     }
   }
   device_->Release(staging.epoch, [device = device_, host = staging.host] {
-    device->Warn(device->driver().cuMemFreeHost(host), "cuMemFreeHost");
+    device->Warn(device->driver().HostFree(host));
   });
 }
 
-void CudaStagingPool::FreeAll() {
+void GpuStagingPool::FreeAll() {
   absl::MutexLock lock(&mu_);
   for (auto& [capacity, blocks] : free_) {
-    for (Staging& b : blocks) device_->driver().cuMemFreeHost(b.host);
+    for (Staging& b : blocks) device_->driver().HostFree(b.host).IgnoreError();
   }
   free_.clear();
   cached_bytes_ = 0;
 }
 
-void CudaStagingPool::Forget() {
+void GpuStagingPool::Forget() {
   absl::MutexLock lock(&mu_);
   free_.clear();
   cached_bytes_ = 0;
@@ -121,27 +117,23 @@ void CudaStagingPool::Forget() {
 
 // --- Flag slots -------------------------------------------------------------
 
-absl::StatusOr<CudaSlotAllocator::Slot> CudaSlotAllocator::Get() {
+absl::StatusOr<GpuSlotAllocator::Slot> GpuSlotAllocator::Get() {
   absl::MutexLock lock(&mu_);
   if (free_.empty()) {
-    CudaDevice::Pass pass(*device_);
+    GpuDevice::Pass pass(*device_);
     if (!pass) return device_->PassRefused();
     if (absl::Status s = device_->MakeCurrent(); !s.ok()) return s;
-    const CudaDriver& driver = device_->driver();
-    void* slab = nullptr;
-    absl::Status s =
-        device_->Check(driver.cuMemHostAlloc(&slab, kSlabBytes,
-                                             CU_MEMHOSTALLOC_DEVICEMAP |
-                                                 CU_MEMHOSTALLOC_PORTABLE),
-                       "cuMemHostAlloc (flag slab)");
-    if (!s.ok()) return s;
-    CUdeviceptr base = 0;
-    s = device_->Check(driver.cuMemHostGetDevicePointer(&base, slab, 0),
-                       "cuMemHostGetDevicePointer");
-    if (!s.ok()) {
-      driver.cuMemFreeHost(slab);
-      return s;
+    const GpuDriver& driver = device_->driver();
+    absl::StatusOr<void*> mapped =
+        driver.HostAlloc(kSlabBytes, /*mapped=*/true);
+    if (!mapped.ok()) return device_->Check(mapped.status());
+    void* slab = *mapped;
+    absl::StatusOr<GpuDeviceptr> device_base = driver.HostDevicePointer(slab);
+    if (!device_base.ok()) {
+      driver.HostFree(slab).IgnoreError();
+      return device_->Check(device_base.status());
     }
+    const GpuDeviceptr base = *device_base;
     slabs_.push_back(slab);
     const uint64_t epoch = device_->epoch();
     for (uint64_t i = kSlabBytes / 8; i-- > 0;) {
@@ -154,7 +146,7 @@ absl::StatusOr<CudaSlotAllocator::Slot> CudaSlotAllocator::Get() {
   return slot;
 }
 
-void CudaSlotAllocator::Put(Slot slot) {
+void GpuSlotAllocator::Put(Slot slot) {
   // Checked under the lock: a slot checked before Recover moves the epoch
   // must be in free_ before Forget clears it, never pushed after.
   absl::MutexLock lock(&mu_);
@@ -162,7 +154,7 @@ void CudaSlotAllocator::Put(Slot slot) {
   free_.push_back(slot);
 }
 
-void CudaSlotAllocator::Forget() {
+void GpuSlotAllocator::Forget() {
   absl::MutexLock lock(&mu_);
   free_.clear();
   slabs_.clear();
@@ -172,9 +164,9 @@ void CudaSlotAllocator::Forget() {
 
 namespace gpustream::backend {
 
-void CudaSlotAllocator::FreeAll() {
+void GpuSlotAllocator::FreeAll() {
   absl::MutexLock lock(&mu_);
-  for (void* slab : slabs_) device_->driver().cuMemFreeHost(slab);
+  for (void* slab : slabs_) device_->driver().HostFree(slab).IgnoreError();
   slabs_.clear();
   free_.clear();
 }

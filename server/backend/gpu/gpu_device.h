@@ -1,8 +1,7 @@
-// One CUDA device, driven through its primary context.
-#ifndef GPUSTREAM_SERVER_BACKEND_CUDA_CUDA_DEVICE_H_
-#define GPUSTREAM_SERVER_BACKEND_CUDA_CUDA_DEVICE_H_
-
-#include <cuda.h>
+// One GPU device, driven through its primary context, for any vendor
+// behind a GpuDriver.
+#ifndef GPUSTREAM_SERVER_BACKEND_GPU_GPU_DEVICE_H_
+#define GPUSTREAM_SERVER_BACKEND_GPU_GPU_DEVICE_H_
 
 #include <atomic>
 #include <memory>
@@ -13,19 +12,19 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
-#include "server/backend/cuda/cuda_driver.h"
-#include "server/backend/cuda/cuda_objects.h"
-#include "server/backend/cuda/cuda_pools.h"
-#include "server/backend/cuda/cuda_status.h"
 #include "server/backend/device.h"
 #include "server/backend/gpu/gpu_admission.h"
 #include "server/backend/gpu/gpu_dispatcher.h"
+#include "server/backend/gpu/gpu_driver.h"
+#include "server/backend/gpu/gpu_module.h"
+#include "server/backend/gpu/gpu_objects.h"
+#include "server/backend/gpu/gpu_pools.h"
 #include "server/util/serial_executor.h"
 
 namespace gpustream::backend {
 
-class CudaQueueCore;
-class CudaModule;
+class GpuQueueCore;
+class GpuModule;
 
 // Threads: callers (gRPC threads) enqueue straight into native streams
 // while a queue is within its budget and its tenant within its admitted
@@ -47,12 +46,14 @@ class CudaModule;
 // resets the primary context and reloads the modules. Objects remember the
 // context epoch they were made in; one from an earlier epoch skips its
 // driver calls when destroyed (its context is gone).
-class CudaDevice : public Device {
+class GpuDevice : public Device {
  public:
   // Retains the primary context of `ordinal` and reads its properties.
-  static absl::StatusOr<std::unique_ptr<CudaDevice>> Create(
-      std::shared_ptr<const CudaDriver> driver, int ordinal);
-  ~CudaDevice() override;
+  // `samples`: the vendor's built-in samples module (an empty image: none).
+  static absl::StatusOr<std::unique_ptr<GpuDevice>> Create(
+      std::shared_ptr<const GpuDriver> driver, int ordinal,
+      EmbeddedModule samples);
+  ~GpuDevice() override;
 
   const DeviceInfo& info() const override { return info_; }
   MemoryInfo memory() override;
@@ -89,20 +90,21 @@ class CudaDevice : public Device {
   class Pass {
    public:
     enum Kind { kDriver, kMemory };
-    Pass(CudaDevice& device, uint64_t epoch, Kind kind = kDriver);
-    explicit Pass(CudaDevice& device) : Pass(device, device.epoch()) {}
+    Pass(GpuDevice& device, uint64_t epoch, Kind kind = kDriver);
+    explicit Pass(GpuDevice& device) : Pass(device, device.epoch()) {}
     ~Pass();
     Pass(const Pass&) = delete;
     Pass& operator=(const Pass&) = delete;
     explicit operator bool() const { return granted_; }
 
    private:
-    CudaDevice& device_;
+    GpuDevice& device_;
     bool granted_;
   };
   // Why a pass was refused: the device's failure, or its reset.
   absl::Status PassRefused();
-  const CudaDriver& driver() const { return *driver_; }
+  const GpuDriver& driver() const { return *driver_; }
+  const GpuTraits& traits() const { return driver_->traits(); }
   // Makes the primary context current on the calling thread (cached per
   // thread and context epoch).
   absl::Status MakeCurrent();
@@ -112,34 +114,41 @@ class CudaDevice : public Device {
   // Kept after a recovery, so that a caller that saw failed() race with
   // Recover() still gets the reason, never OK.
   absl::Status failure();
-  // A driver call failed: fatal codes fail the device. Returns the status.
-  absl::Status Check(CUresult r, const char* call);
+  // A driver call's status: OK passes through; a fatal error (ABORTED: the
+  // context is lost) fails the device, and the caller gets the device's
+  // failure. Returns the status.
+  absl::Status Check(absl::Status status) {
+    if (status.ok()) [[likely]] {
+      return status;
+    }
+    return CheckFailed(std::move(status));
+  }
   // Check() for calls nobody can act on (releases, polls): also logs.
-  void Warn(CUresult r, const char* call);
+  void Warn(absl::Status status);
 
   util::SerialExecutor& cleanup() { return *cleanup_; }
   GpuDispatcher& dispatcher() { return *dispatcher_; }
-  CudaEventPool& events() { return events_; }
-  CudaStagingPool& staging() { return staging_; }
-  CudaSlotAllocator& slots() { return slots_; }
+  GpuEventPool& events() { return events_; }
+  GpuStagingPool& staging() { return staging_; }
+  GpuSlotAllocator& slots() { return slots_; }
   // Fair shares of the device's operations in flight; the dispatcher's
   // tick pumps it.
   GpuAdmission& admission() { return admission_; }
-  // A module is reloaded by every Recover from now on (CudaModule::Load
+  // A module is reloaded by every Recover from now on (GpuModule::Load
   // calls it with its pass still held, so no reset falls in between), until
   // it is destroyed (ForgetModule).
-  void RememberModule(CudaModule* module);
-  void ForgetModule(CudaModule* module);
+  void RememberModule(GpuModule* module);
+  void ForgetModule(GpuModule* module);
   // Keeps a retired queue's state until its stream is idle.
-  void HoldUntilIdle(std::shared_ptr<CudaQueueCore> core);
+  void HoldUntilIdle(std::shared_ptr<GpuQueueCore> core);
   // The queue is idle and destroyed: let go of it (off the caller's stack:
   // this may drop the last reference).
-  void LetGo(CudaQueueCore* core);
+  void LetGo(GpuQueueCore* core);
   // Frees DEVICE memory from AllocateDevice: a pooled block stream-ordered
   // on the memory stream (the buffer's work has completed: nothing else
-  // orders it), a cuMemAlloc one with cuMemFree. On the cleanup thread,
+  // orders it), a MemAlloc one with MemFree. On the cleanup thread,
   // with the context of the buffer's epoch current.
-  void FreeDevice(CUdeviceptr ptr, bool pooled);
+  void FreeDevice(GpuDeviceptr ptr, bool pooled);
   // Held shared by whatever checks an object's epoch and then calls the
   // driver with that epoch's handles off the issuing path (the cleanup
   // thread's releases, allocation, elapsed times); Recover holds it
@@ -152,17 +161,17 @@ class CudaDevice : public Device {
   void Release(uint64_t epoch, absl::AnyInvocable<void()> fn);
 
   // Queues with work in flight or held, polled by the dispatcher.
-  void Track(std::shared_ptr<CudaQueueCore> core);
+  void Track(std::shared_ptr<GpuQueueCore> core);
   // Host-side waits for an event record, polled by the dispatcher.
-  void WatchEvent(std::shared_ptr<CudaEventPoint> point,
+  void WatchEvent(std::shared_ptr<GpuEventPoint> point,
                   absl::AnyInvocable<void()> done);
 
  private:
-  CudaDevice(std::shared_ptr<const CudaDriver> driver, int ordinal,
-             CUdevice device)
+  GpuDevice(std::shared_ptr<const GpuDriver> driver, int ordinal,
+            EmbeddedModule samples)
       : driver_(std::move(driver)),
         ordinal_(ordinal),
-        device_(device),
+        samples_(std::move(samples)),
         admission_(GpuAdmission::kDefaultBudget,
                    [this] {
                      // Null only before Create finishes, when no queue
@@ -173,22 +182,24 @@ class CudaDevice : public Device {
         staging_(this),
         slots_(this) {}
   absl::Status ReadInfo();
+  // Check()'s slow path.
+  absl::Status CheckFailed(absl::Status status);
   void Fail(absl::Status status);
   // Fails `queues` with the device's failure, noting the sessions of those
   // that had a kernel running (failed_sessions_).
-  void FailQueues(std::vector<std::shared_ptr<CudaQueueCore>>& queues,
+  void FailQueues(std::vector<std::shared_ptr<GpuQueueCore>>& queues,
                   const absl::Status& status);
   // One dispatcher tick: completions, stream errors, held work, event
   // waiters. Returns how long until the next tick is due
   // (absl::InfiniteDuration(): nothing to poll).
   absl::Duration Tick();
 
-  const std::shared_ptr<const CudaDriver> driver_;
+  const std::shared_ptr<const GpuDriver> driver_;
   const int ordinal_;
-  const CUdevice device_;
+  const EmbeddedModule samples_;
   // Replaced by Recover() while other threads (stats, queues) make it
   // current.
-  std::atomic<CUcontext> context_{nullptr};
+  std::atomic<GpuContextHandle> context_{nullptr};
   std::atomic<uint64_t> epoch_{1};
   std::atomic<bool> failed_{false};
   // Passes held now (Pass), and whether Recover has started to wait them
@@ -200,15 +211,15 @@ class CudaDevice : public Device {
   // DEVICE memory, zeroed (tenants never see each other's data). From the
   // device's memory pool, stream-ordered on memory_stream_, where the
   // device has pools (*pooled set): then freeing it never synchronizes the
-  // context, as cuMemFree does (it waits for every stream, other tenants'
-  // included). cuMemAlloc otherwise.
-  absl::Status AllocateDevice(uint64_t bytes, CUdeviceptr* ptr, bool* pooled);
+  // context, as a plain free does (CUDA's cuMemFree waits for every stream,
+  // other tenants' included). MemAlloc otherwise.
+  absl::Status AllocateDevice(uint64_t bytes, GpuDeviceptr* ptr, bool* pooled);
   // The memory stream of this epoch, created on first use.
   absl::Status MemoryStream() ABSL_EXCLUSIVE_LOCKS_REQUIRED(memory_mu_);
   absl::Mutex memory_mu_;
-  CUstream memory_stream_ ABSL_GUARDED_BY(memory_mu_) = nullptr;
+  GpuStreamHandle memory_stream_ ABSL_GUARDED_BY(memory_mu_) = nullptr;
   uint64_t memory_epoch_ ABSL_GUARDED_BY(memory_mu_) = 0;
-  bool pools_ = false;  // CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED
+  bool pools_ = false;  // GpuDeviceProperties::memory_pools
 
   absl::Mutex reset_mu_;
   absl::Mutex mu_;
@@ -221,12 +232,12 @@ class CudaDevice : public Device {
   // away) waits for a call in progress and stops later ones.
   absl::Mutex handler_mu_;
   FatalErrorHandler on_fatal_ ABSL_GUARDED_BY(handler_mu_);
-  std::vector<std::weak_ptr<CudaQueueCore>> tracked_ ABSL_GUARDED_BY(mu_);
-  std::vector<CudaModule*> modules_ ABSL_GUARDED_BY(mu_);  // For Recover.
-  absl::flat_hash_map<CudaQueueCore*, std::shared_ptr<CudaQueueCore>> retired_
+  std::vector<std::weak_ptr<GpuQueueCore>> tracked_ ABSL_GUARDED_BY(mu_);
+  std::vector<GpuModule*> modules_ ABSL_GUARDED_BY(mu_);  // For Recover.
+  absl::flat_hash_map<GpuQueueCore*, std::shared_ptr<GpuQueueCore>> retired_
       ABSL_GUARDED_BY(mu_);
   struct EventWatch {
-    std::shared_ptr<CudaEventPoint> point;
+    std::shared_ptr<GpuEventPoint> point;
     absl::AnyInvocable<void()> done;
   };
   std::vector<EventWatch> event_watches_ ABSL_GUARDED_BY(mu_);
@@ -234,9 +245,9 @@ class CudaDevice : public Device {
   // Before the queues' state goes (their members leave it) and after the
   // dispatcher, which pumps it.
   GpuAdmission admission_;
-  CudaEventPool events_;
-  CudaStagingPool staging_;
-  CudaSlotAllocator slots_;
+  GpuEventPool events_;
+  GpuStagingPool staging_;
+  GpuSlotAllocator slots_;
   // Last: destroyed first, while everything they use is alive.
   std::unique_ptr<util::SerialExecutor> cleanup_;
   std::unique_ptr<GpuDispatcher> dispatcher_;
@@ -244,4 +255,4 @@ class CudaDevice : public Device {
 
 }  // namespace gpustream::backend
 
-#endif  // GPUSTREAM_SERVER_BACKEND_CUDA_CUDA_DEVICE_H_
+#endif  // GPUSTREAM_SERVER_BACKEND_GPU_GPU_DEVICE_H_

@@ -1,12 +1,12 @@
-// CudaQueueCore: the budget, the held FIFO and completion through markers.
+// GpuQueueCore: the budget, the held FIFO and completion through markers.
 #include <algorithm>
 #include <atomic>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "server/backend/cuda/cuda_device.h"
-#include "server/backend/cuda/cuda_queue.h"
+#include "server/backend/gpu/gpu_device.h"
+#include "server/backend/gpu/gpu_queue.h"
 
 namespace gpustream::backend {
 namespace {
@@ -21,7 +21,7 @@ constexpr absl::Duration kMarkDelay = absl::Microseconds(500);
 
 // No lock: nobody else can reach a core being destroyed, and taking mu_
 // here would order it after whatever lock the last owner holds.
-CudaQueueCore::~CudaQueueCore() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+GpuQueueCore::~GpuQueueCore() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // Normally settled (the device keeps a busy core until it is idle, and
   // fails stuck ones at shutdown); whatever is left counts as dropped.
   // member_ releases its admission when it goes.
@@ -35,7 +35,7 @@ CudaQueueCore::~CudaQueueCore() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // The progress word is reused only once no marker can still write it
   // (after a failure some may: the slot then stays out until its slab goes,
   // with the context).
-  if (CudaDevice::Pass hold(*device_, epoch_, CudaDevice::Pass::kMemory);
+  if (GpuDevice::Pass hold(*device_, epoch_, GpuDevice::Pass::kMemory);
       hold && progress_.host != nullptr &&
       std::atomic_ref<uint64_t>(*progress_.host)
               .load(std::memory_order_acquire) == marked_) {
@@ -45,16 +45,16 @@ CudaQueueCore::~CudaQueueCore() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // Nothing refers to the stream any more; CUDA releases a stream destroyed
   // with work pending once that work is done.
   device_->Release(epoch_, [device = device_, stream = stream_] {
-    device->Warn(device->driver().cuStreamDestroy(stream), "cuStreamDestroy");
+    device->Warn(device->driver().StreamDestroy(stream));
   });
 }
 
-void CudaQueueCore::JoinAdmission(uint64_t session_key) {
+void GpuQueueCore::JoinAdmission(uint64_t session_key) {
   session_key_ = session_key;
   member_ = device_->admission().Join(account_, session_key, weak_from_this());
 }
 
-absl::Status CudaQueueCore::Submit(Op op) {
+absl::Status GpuQueueCore::Submit(Op op) {
   Callbacks callbacks;
   absl::Status status;
   bool held = false;
@@ -103,8 +103,8 @@ absl::Status CudaQueueCore::Submit(Op op) {
   return status;
 }
 
-absl::Status CudaQueueCore::IssueLocked(Op& op, Callbacks* out) {
-  CudaDevice::Pass pass(*device_, epoch_);
+absl::Status GpuQueueCore::IssueLocked(Op& op, Callbacks* out) {
+  GpuDevice::Pass pass(*device_, epoch_);
   if (!pass) return device_->PassRefused();
   // Callers' threads (gRPC's) issue too: each needs the context current.
   if (absl::Status s = device_->MakeCurrent(); !s.ok()) return s;
@@ -137,28 +137,26 @@ absl::Status CudaQueueCore::IssueLocked(Op& op, Callbacks* out) {
   return absl::OkStatus();
 }
 
-void CudaQueueCore::IssuedPartly(absl::Status status) {
+void GpuQueueCore::IssuedPartly(absl::Status status) {
   mu_.AssertHeld();
   if (partly_.ok()) partly_ = std::move(status);
 }
 
-void CudaQueueCore::TrackLocked() {
+void GpuQueueCore::TrackLocked() {
   if (tracked_) return;
   tracked_ = true;
   device_->Track(shared_from_this());
 }
 
-absl::Status CudaQueueCore::MarkLocked(bool prompt) {
+absl::Status GpuQueueCore::MarkLocked(bool prompt) {
   if (marked_ == issued_) return absl::OkStatus();
-  CudaDevice::Pass pass(*device_, epoch_);
+  GpuDevice::Pass pass(*device_, epoch_);
   if (!pass) return device_->PassRefused();
   if (absl::Status s = device_->MakeCurrent(); !s.ok()) return s;
-  const CudaDriver& driver = device_->driver();
+  const GpuDriver& driver = device_->driver();
   if (progress_.host != nullptr) {
     if (absl::Status s = device_->Check(
-            driver.cuStreamWriteValue64(stream_, progress_.device, issued_,
-                                        CU_STREAM_WRITE_VALUE_DEFAULT),
-            "cuStreamWriteValue64 (progress)");
+            driver.StreamWriteValue64(stream_, progress_.device, issued_));
         !s.ok()) {
       return s;
     }
@@ -167,8 +165,7 @@ absl::Status CudaQueueCore::MarkLocked(bool prompt) {
     auto event = device_->events().Get(/*timing=*/false);
     if (!event.ok()) return event.status();
     if (absl::Status s =
-            device_->Check(driver.cuEventRecord(event->event, stream_),
-                           "cuEventRecord (marker)");
+            device_->Check(driver.EventRecord(event->event, stream_));
         !s.ok()) {
       device_->events().Put(event->event, /*timing=*/false, event->epoch);
       return s;
@@ -186,23 +183,24 @@ absl::Status CudaQueueCore::MarkLocked(bool prompt) {
   return absl::OkStatus();
 }
 
-uint64_t CudaQueueCore::LandedLocked() {
+uint64_t GpuQueueCore::LandedLocked() {
   uint64_t landed = completed_;
   if (progress_.host != nullptr) {
     // Not after a reset freed the word (Fail() completes the rest).
-    if (CudaDevice::Pass hold(*device_, epoch_, CudaDevice::Pass::kMemory);
+    if (GpuDevice::Pass hold(*device_, epoch_, GpuDevice::Pass::kMemory);
         hold) {
       landed = std::atomic_ref<uint64_t>(*progress_.host)
                    .load(std::memory_order_acquire);
     }
     return landed;
   }
-  CudaDevice::Pass pass(*device_, epoch_);
+  GpuDevice::Pass pass(*device_, epoch_);
   if (!pass) return landed;  // Failed: Fail() completes the rest.
   while (!event_marks_.empty()) {
     const EventMark& mark = event_marks_.front();
     // Not ready, or an error: the stream query in Tick reports errors.
-    if (device_->driver().cuEventQuery(mark.event) != CUDA_SUCCESS) break;
+    absl::StatusOr<bool> done = device_->driver().EventQuery(mark.event);
+    if (!done.ok() || !*done) break;
     landed = mark.count;
     device_->events().Put(mark.event, /*timing=*/false, epoch_);
     event_marks_.pop_front();
@@ -210,7 +208,7 @@ uint64_t CudaQueueCore::LandedLocked() {
   return landed;
 }
 
-void CudaQueueCore::PumpLocked(Callbacks* out, bool pumped) {
+void GpuQueueCore::PumpLocked(Callbacks* out, bool pumped) {
   GpuAdmission& admission = device_->admission();
   uint64_t granted = 0;  // Admitted and not issued yet.
   bool asked = false;
@@ -259,7 +257,7 @@ void CudaQueueCore::PumpLocked(Callbacks* out, bool pumped) {
   }
 }
 
-uint64_t CudaQueueCore::SettleLocked(uint64_t upto, bool ran) {
+uint64_t GpuQueueCore::SettleLocked(uint64_t upto, bool ran) {
   if (upto <= completed_) return 0;
   const uint64_t n = upto - completed_;
   uint64_t internal = 0;
@@ -275,7 +273,7 @@ uint64_t CudaQueueCore::SettleLocked(uint64_t upto, bool ran) {
   return n;
 }
 
-void CudaQueueCore::StickLocked(const absl::Status& status, Callbacks* out) {
+void GpuQueueCore::StickLocked(const absl::Status& status, Callbacks* out) {
   const bool first = error_.ok();
   if (first) error_ = status;
   int64_t dropped = 0;
@@ -293,7 +291,7 @@ void CudaQueueCore::StickLocked(const absl::Status& status, Callbacks* out) {
   }
 }
 
-void CudaQueueCore::OnIdle(absl::AnyInvocable<void(absl::Status)> done) {
+void GpuQueueCore::OnIdle(absl::AnyInvocable<void(absl::Status)> done) {
   bool idle;
   {
     absl::MutexLock lock(&mu_);
@@ -307,7 +305,7 @@ void CudaQueueCore::OnIdle(absl::AnyInvocable<void(absl::Status)> done) {
   auto shared =
       std::make_shared<absl::AnyInvocable<void(absl::Status)>>(std::move(done));
   Op op;
-  op.issue = [](CudaQueueCore&) { return absl::OkStatus(); };
+  op.issue = [](GpuQueueCore&) { return absl::OkStatus(); };
   op.done = [self = shared_from_this(), shared](absl::Status s) {
     // Work that completed before a sticky error still reports it.
     (*shared)(s.ok() ? self->error() : s);
@@ -317,7 +315,7 @@ void CudaQueueCore::OnIdle(absl::AnyInvocable<void(absl::Status)> done) {
   if (absl::Status s = Submit(std::move(op)); !s.ok()) (*shared)(s);
 }
 
-void CudaQueueCore::Cancel(const absl::Status& reason) {
+void GpuQueueCore::Cancel(const absl::Status& reason) {
   Callbacks callbacks;
   {
     absl::MutexLock lock(&mu_);
@@ -327,7 +325,7 @@ void CudaQueueCore::Cancel(const absl::Status& reason) {
   Deliver(std::move(callbacks));
 }
 
-bool CudaQueueCore::Fail(const absl::Status& status) {
+bool GpuQueueCore::Fail(const absl::Status& status) {
   Callbacks callbacks;
   bool kernel_in_flight;
   {
@@ -353,25 +351,26 @@ bool CudaQueueCore::Fail(const absl::Status& status) {
   return kernel_in_flight;
 }
 
-bool CudaQueueCore::IsIdle() {
+bool GpuQueueCore::IsIdle() {
   absl::MutexLock lock(&mu_);
   if (IdleLocked()) return true;
   // Callbacks not yet run (a host function, a read's delivery) mean busy.
-  CudaDevice::Pass pass(*device_, epoch_);
+  GpuDevice::Pass pass(*device_, epoch_);
   if (!held_.empty() || !pending_.empty() || delivering_ != 0 || !pass ||
       !device_->MakeCurrent().ok()) {
     return !pass;  // A failed or reset context runs nothing more.
   }
   // Markers lag; the stream itself knows.
-  return device_->driver().cuStreamQuery(stream_) == CUDA_SUCCESS;
+  absl::StatusOr<bool> done = device_->driver().StreamQuery(stream_);
+  return done.ok() && *done;
 }
 
-absl::Status CudaQueueCore::error() {
+absl::Status GpuQueueCore::error() {
   absl::MutexLock lock(&mu_);
   return error_;
 }
 
-void CudaQueueCore::Retire() {
+void GpuQueueCore::Retire() {
   absl::MutexLock lock(&mu_);
   retired_ = true;
   // Work still running keeps its callbacks (a read, a host function) and
@@ -380,16 +379,16 @@ void CudaQueueCore::Retire() {
   MaybeDestroyLocked();
 }
 
-void CudaQueueCore::MaybeDestroyLocked() {
+void GpuQueueCore::MaybeDestroyLocked() {
   if (destroyed_ || !retired_ || !IdleLocked()) return;
   destroyed_ = true;
   device_->LetGo(this);
   device_->Release(epoch_, [device = device_, stream = stream_] {
-    device->Warn(device->driver().cuStreamDestroy(stream), "cuStreamDestroy");
+    device->Warn(device->driver().StreamDestroy(stream));
   });
 }
 
-void CudaQueueCore::Completed(uint64_t count, int64_t end_ns) {
+void GpuQueueCore::Completed(uint64_t count, int64_t end_ns) {
   Callbacks callbacks;
   {
     absl::MutexLock lock(&mu_);
@@ -424,18 +423,18 @@ void CudaQueueCore::Completed(uint64_t count, int64_t end_ns) {
   MaybeDestroyLocked();
 }
 
-void CudaQueueCore::WaitAdmissionLocked() {
+void GpuQueueCore::WaitAdmissionLocked() {
   waiting_admission_ = true;
   device_->admission().Wait(*member_);
 }
 
-void CudaQueueCore::UnwaitAdmissionLocked() {
+void GpuQueueCore::UnwaitAdmissionLocked() {
   if (!waiting_admission_) return;
   waiting_admission_ = false;
   device_->admission().Unwait(*member_);
 }
 
-void CudaQueueCore::PumpAdmitted() {
+void GpuQueueCore::PumpAdmitted() {
   Callbacks callbacks;
   {
     absl::MutexLock lock(&mu_);
@@ -446,7 +445,7 @@ void CudaQueueCore::PumpAdmitted() {
   Deliver(std::move(callbacks));
 }
 
-absl::Duration CudaQueueCore::Tick() {
+absl::Duration GpuQueueCore::Tick() {
   uint64_t landed = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -465,16 +464,17 @@ absl::Duration CudaQueueCore::Tick() {
         StickLocked(s, &callbacks);
       }
     }
-    if (CudaDevice::Pass pass(*device_, epoch_);
+    if (GpuDevice::Pass pass(*device_, epoch_);
         pass && completed_ != issued_ &&
         now - last_query_ >= kErrorPollPeriod) {
       last_query_ = now;
-      CUresult r = device_->driver().cuStreamQuery(stream_);
-      if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) {
+      absl::StatusOr<bool> done = device_->driver().StreamQuery(stream_);
+      if (!done.ok()) {
         // Check() fails the device for a fatal code, which fails this
         // queue too (after we let go of mu_).
-        absl::Status s = device_->Check(r, "cuStreamQuery");
-        if (!IsFatal(r)) StickLocked(s, &callbacks);
+        const bool fatal = done.status().code() == absl::StatusCode::kAborted;
+        absl::Status s = device_->Check(done.status());
+        if (!fatal) StickLocked(s, &callbacks);
       }
     }
     MaybeDestroyLocked();
@@ -493,7 +493,7 @@ absl::Duration CudaQueueCore::Tick() {
   return next;
 }
 
-void CudaQueueCore::Deliver(Callbacks callbacks) {
+void GpuQueueCore::Deliver(Callbacks callbacks) {
   if (callbacks.empty()) return;
   // Each callback goes as soon as it has run: what it held (buffers whose
   // memory a later callback's caller expects back) is released in order.

@@ -1,5 +1,5 @@
-// The CUDA device: context, properties, object factory, health.
-#include "server/backend/cuda/cuda_device.h"
+// The GPU device: context, properties, object factory, health.
+#include "server/backend/gpu/gpu_device.h"
 
 #include <algorithm>
 #include <atomic>
@@ -11,8 +11,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "server/backend/cuda/cuda_module.h"
-#include "server/backend/cuda/cuda_queue.h"
+#include "server/backend/gpu/gpu_module.h"
+#include "server/backend/gpu/gpu_queue.h"
 #include "server/log/log.h"
 #include "server/modules/module_manifest.h"
 
@@ -20,51 +20,42 @@ namespace gpustream::backend {
 namespace {
 
 // Dispatcher tick while host event waiters or admission waiters need
-// polling (queues say what they need: CudaQueueCore::Tick).
+// polling (queues say what they need: GpuQueueCore::Tick).
 constexpr absl::Duration kTickPeriod = absl::Microseconds(250);
 
 // The context current on this thread, and the epoch it was made current in.
 thread_local const void* current_device = nullptr;
-thread_local CUcontext current_context = nullptr;
+thread_local GpuContextHandle current_context = nullptr;
 thread_local uint64_t current_epoch = 0;
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(
-    std::shared_ptr<const CudaDriver> driver, int ordinal) {
-  CUdevice dev = 0;
-  if (absl::Status s = ToStatus(driver->cuDeviceGet(&dev, ordinal),
-                                "cuDeviceGet", driver.get());
-      !s.ok()) {
-    return s;
-  }
-  auto device = std::unique_ptr<CudaDevice>(
-      new CudaDevice(std::move(driver), ordinal, dev));
-  CUcontext context = nullptr;
-  if (absl::Status s =
-          ToStatus(device->driver_->cuDevicePrimaryCtxRetain(&context, dev),
-                   "cuDevicePrimaryCtxRetain", device->driver_.get());
-      !s.ok()) {
-    return s;
-  }
-  device->context_.store(context, std::memory_order_release);
+absl::StatusOr<std::unique_ptr<GpuDevice>> GpuDevice::Create(
+    std::shared_ptr<const GpuDriver> driver, int ordinal,
+    EmbeddedModule samples) {
+  absl::StatusOr<GpuContextHandle> context =
+      driver->PrimaryContextRetain(ordinal);
+  if (!context.ok()) return context.status();
+  auto device = std::unique_ptr<GpuDevice>(
+      new GpuDevice(std::move(driver), ordinal, std::move(samples)));
+  device->context_.store(*context, std::memory_order_release);
   if (absl::Status s = device->ReadInfo(); !s.ok()) return s;
   device->cleanup_ = std::make_unique<util::SerialExecutor>();
-  CudaDevice* raw = device.get();
+  GpuDevice* raw = device.get();
   device->dispatcher_ = std::make_unique<GpuDispatcher>(
       [raw] { raw->MakeCurrent().IgnoreError(); },
       [raw] { return raw->Tick(); });
   return device;
 }
 
-CudaDevice::~CudaDevice() {
+GpuDevice::~GpuDevice() {
   // The dispatcher first, so that no tick holds queues out of the lists
   // below; from then on posts run on the poster's thread.
   dispatcher_->Shutdown();
   // Work that never completed (a stream stuck at shutdown) completes with
   // an error, so nothing it holds outlives the device; host event waits
   // end too.
-  std::vector<std::shared_ptr<CudaQueueCore>> stuck;
+  std::vector<std::shared_ptr<GpuQueueCore>> stuck;
   std::vector<EventWatch> watches;
   {
     absl::MutexLock lock(&mu_);
@@ -75,8 +66,8 @@ CudaDevice::~CudaDevice() {
     tracked_.clear();
     watches.swap(event_watches_);
   }
-  const absl::Status shutdown =
-      absl::UnavailableError("the CUDA device is shutting down");
+  const absl::Status shutdown = absl::UnavailableError(
+      absl::StrCat("the ", traits().display_name, " device is shutting down"));
   for (auto& core : stuck) core->Fail(shutdown);
   stuck.clear();
   for (auto& w : watches) w.done();
@@ -90,25 +81,24 @@ CudaDevice::~CudaDevice() {
   if (!failed() && MakeCurrent().ok()) {
     absl::MutexLock lock(&memory_mu_);
     if (memory_stream_ != nullptr && memory_epoch_ == epoch()) {
-      driver_->cuStreamSynchronize(memory_stream_);  // Its frees, done.
-      driver_->cuStreamDestroy(memory_stream_);
+      driver_->StreamSynchronize(memory_stream_).IgnoreError();  // Frees done.
+      driver_->StreamDestroy(memory_stream_).IgnoreError();
     }
     events_.FreeAll();
     staging_.FreeAll();
     slots_.FreeAll();
   }
-  driver_->cuDevicePrimaryCtxRelease(device_);
+  driver_->PrimaryContextRelease(ordinal_).IgnoreError();
 }
 
-absl::Status CudaDevice::MakeCurrent() {
+absl::Status GpuDevice::MakeCurrent() {
   const uint64_t epoch = this->epoch();
-  const CUcontext context = context_.load(std::memory_order_acquire);
+  const GpuContextHandle context = context_.load(std::memory_order_acquire);
   if (current_device == this && current_context == context &&
       current_epoch == epoch) {
     return absl::OkStatus();
   }
-  absl::Status s = ToStatus(driver_->cuCtxSetCurrent(context),
-                            "cuCtxSetCurrent", driver_.get());
+  absl::Status s = driver_->SetCurrent(context);
   if (s.ok()) {
     current_device = this;
     current_context = context;
@@ -117,50 +107,28 @@ absl::Status CudaDevice::MakeCurrent() {
   return s;
 }
 
-absl::Status CudaDevice::ReadInfo() {
+absl::Status GpuDevice::ReadInfo() {
   if (absl::Status s = MakeCurrent(); !s.ok()) return s;
-  const CudaDriver& d = *driver_;
-  char name[256] = {};
-  d.cuDeviceGetName(name, sizeof(name) - 1, device_);
-  auto attr = [&](CUdevice_attribute a) {
-    int v = 0;
-    d.cuDeviceGetAttribute(&v, a, device_);
-    return v;
-  };
-  info_.backend = "cuda";
-  info_.name = name;
-  info_.arch =
-      absl::StrCat("sm_", attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
-                   attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR));
-  info_.multiprocessor_count = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
-  int least = 0, greatest = 0;
-  d.cuCtxGetStreamPriorityRange(&least, &greatest);
-  info_.priority_least = least;
-  info_.priority_greatest = greatest;
-  info_.supports_wait_value =
-      attr(CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS) != 0;
+  absl::StatusOr<GpuDeviceProperties> p = driver_->DeviceProperties(ordinal_);
+  if (!p.ok()) return p.status();
+  info_.backend = traits().name;
+  info_.name = p->name;
+  info_.arch = p->arch;
+  info_.multiprocessor_count = p->multiprocessor_count;
+  info_.priority_least = p->priority_least;
+  info_.priority_greatest = p->priority_greatest;
+  info_.supports_wait_value = p->supports_wait_value;
   info_.supports_host_func = true;
-  pools_ = attr(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED) != 0;
+  pools_ = p->memory_pools;
   info_.supports_timing = true;
-  info_.max_grid = {
-      static_cast<uint32_t>(attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)),
-      static_cast<uint32_t>(attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)),
-      static_cast<uint32_t>(attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z))};
-  info_.max_block = {
-      static_cast<uint32_t>(attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)),
-      static_cast<uint32_t>(attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)),
-      static_cast<uint32_t>(attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z))};
-  info_.max_threads_per_block = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
-  info_.max_shared_memory_bytes =
-      attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
-  if (info_.max_shared_memory_bytes == 0) {
-    info_.max_shared_memory_bytes =
-        attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
-  }
+  info_.max_grid = p->max_grid;
+  info_.max_block = p->max_block;
+  info_.max_threads_per_block = p->max_threads_per_block;
+  info_.max_shared_memory_bytes = p->max_shared_memory_bytes;
   return absl::OkStatus();
 }
 
-CudaDevice::Pass::Pass(CudaDevice& device, uint64_t epoch, Kind kind)
+GpuDevice::Pass::Pass(GpuDevice& device, uint64_t epoch, Kind kind)
     : device_(device) {
   // Counted before the checks, all sequentially consistent. Recover sets
   // failed_ (long before) and resetting_, waits until no pass is counted,
@@ -174,50 +142,53 @@ CudaDevice::Pass::Pass(CudaDevice& device, uint64_t epoch, Kind kind)
   if (!granted_) device_.passes_.fetch_sub(1);
 }
 
-CudaDevice::Pass::~Pass() {
+GpuDevice::Pass::~Pass() {
   if (granted_) device_.passes_.fetch_sub(1);
 }
 
-absl::Status CudaDevice::PassRefused() {
+absl::Status GpuDevice::PassRefused() {
   if (failed()) return failure();
   return absl::AbortedError(absl::StrCat(
-      "CUDA device ", ordinal_,
+      traits().display_name, " device ", ordinal_,
       " was reset after a failure: objects of its previous context are gone"));
 }
 
-MemoryInfo CudaDevice::memory() {
+MemoryInfo GpuDevice::memory() {
   size_t free = 0, total = 0;
   if (Pass pass(*this); pass && MakeCurrent().ok()) {
-    driver_->cuMemGetInfo(&free, &total);
+    driver_->MemGetInfo(&free, &total).IgnoreError();  // Zeros on error.
   }
-  if (total == 0) driver_->cuDeviceTotalMem(&total, device_);
-  // NVIDIA GPUs map device memory in 2 MiB pages (pools grow by them too).
-  constexpr uint64_t kDevicePage = uint64_t{2} << 20;
-  return {total, free, kDevicePage};
+  if (total == 0) {
+    if (absl::StatusOr<uint64_t> t = driver_->DeviceTotalMemory(ordinal_);
+        t.ok()) {
+      total = *t;
+    }
+  }
+  return {total, free, traits().device_page_bytes};
 }
 
-void CudaDevice::SetFatalErrorHandler(FatalErrorHandler handler) {
+void GpuDevice::SetFatalErrorHandler(FatalErrorHandler handler) {
   absl::MutexLock lock(&handler_mu_);
   on_fatal_ = std::move(handler);
 }
 
-void CudaDevice::RememberModule(CudaModule* module) {
+void GpuDevice::RememberModule(GpuModule* module) {
   absl::MutexLock lock(&mu_);
   modules_.push_back(module);
 }
 
-void CudaDevice::ForgetModule(CudaModule* module) {
+void GpuDevice::ForgetModule(GpuModule* module) {
   absl::MutexLock lock(&mu_);
   std::erase(modules_, module);
 }
 
-void CudaDevice::HoldUntilIdle(std::shared_ptr<CudaQueueCore> core) {
+void GpuDevice::HoldUntilIdle(std::shared_ptr<GpuQueueCore> core) {
   absl::MutexLock lock(&mu_);
   retired_.emplace(core.get(), std::move(core));
 }
 
-void CudaDevice::LetGo(CudaQueueCore* core) {
-  std::shared_ptr<CudaQueueCore> held;
+void GpuDevice::LetGo(GpuQueueCore* core) {
+  std::shared_ptr<GpuQueueCore> held;
   {
     absl::MutexLock lock(&mu_);
     auto it = retired_.find(core);
@@ -228,38 +199,36 @@ void CudaDevice::LetGo(CudaQueueCore* core) {
   cleanup_->Post([held = std::move(held)] {});
 }
 
-absl::Status CudaDevice::failure() {
+absl::Status GpuDevice::failure() {
   absl::MutexLock lock(&mu_);
   return failure_;
 }
 
-absl::Status CudaDevice::Check(CUresult r, const char* call) {
-  if (r == CUDA_SUCCESS) [[likely]] {
-    return absl::OkStatus();
-  }
-  absl::Status status = CudaError(r, call, driver_.get());
-  if (!IsFatal(r)) return status;
+absl::Status GpuDevice::CheckFailed(absl::Status status) {
+  // GpuDriver maps exactly the errors that lose the context to ABORTED.
+  if (status.code() != absl::StatusCode::kAborted) return status;
   // Whichever call notices a lost context, the caller hears that the device
   // failed and why, not that its own call did.
-  Fail(status);
+  Fail(std::move(status));
   return failure();
 }
 
-void CudaDevice::Warn(CUresult r, const char* call) {
-  if (r == CUDA_SUCCESS) return;
-  log::Warning("cuda_call_failed")
+void GpuDevice::Warn(absl::Status status) {
+  if (status.ok()) return;
+  log::Warning(absl::StrCat(traits().name, "_call_failed"))
       .Num("device", ordinal_)
-      .Status(Check(r, call));
+      .Status(Check(std::move(status)));
 }
 
-void CudaDevice::Fail(absl::Status status) {
-  std::vector<std::shared_ptr<CudaQueueCore>> queues;
+void GpuDevice::Fail(absl::Status status) {
+  std::vector<std::shared_ptr<GpuQueueCore>> queues;
   std::vector<EventWatch> watches;
   {
     absl::MutexLock lock(&mu_);
     if (failed_.exchange(true)) return;  // Reported once per failure.
-    failure_ = absl::AbortedError(
-        absl::StrCat("CUDA device ", ordinal_, " failed: ", status.message()));
+    failure_ = absl::AbortedError(absl::StrCat(traits().display_name,
+                                               " device ", ordinal_,
+                                               " failed: ", status.message()));
     status = failure_;
     for (auto& weak : tracked_) {
       if (auto core = weak.lock()) queues.push_back(std::move(core));
@@ -267,7 +236,9 @@ void CudaDevice::Fail(absl::Status status) {
     tracked_.clear();
     watches.swap(event_watches_);
   }
-  log::Error("cuda_device_failed").Num("device", ordinal_).Status(status);
+  log::Error(absl::StrCat(traits().name, "_device_failed"))
+      .Num("device", ordinal_)
+      .Status(status);
   // On the dispatcher: the caller may hold a queue's lock (a failed launch).
   // A tick in progress (which may be the caller) finishes first, failing
   // the queues it held, so the handler hears of every queue.
@@ -285,8 +256,8 @@ void CudaDevice::Fail(absl::Status status) {
   });
 }
 
-void CudaDevice::FailQueues(std::vector<std::shared_ptr<CudaQueueCore>>& queues,
-                            const absl::Status& status) {
+void GpuDevice::FailQueues(std::vector<std::shared_ptr<GpuQueueCore>>& queues,
+                           const absl::Status& status) {
   std::vector<uint64_t> sessions;
   for (auto& core : queues) {
     if (core->Fail(status)) sessions.push_back(core->session_key());
@@ -299,7 +270,7 @@ void CudaDevice::FailQueues(std::vector<std::shared_ptr<CudaQueueCore>>& queues,
   }
 }
 
-absl::Status CudaDevice::Recover() {
+absl::Status GpuDevice::Recover() {
   if (!failed()) return absl::OkStatus();
   // Releases of the failed context's objects skip their driver calls (the
   // epoch moves on below); let those already posted run first.
@@ -321,45 +292,39 @@ absl::Status CudaDevice::Recover() {
   events_.Forget();
   staging_.Forget();
   // After the epoch moved: a slot of the old context put back from now on is
-  // dropped (CudaSlotAllocator::Put), so none survives into the new one,
+  // dropped (GpuSlotAllocator::Put), so none survives into the new one,
   // whose reset frees the old slabs.
   slots_.Forget();
-  if (absl::Status s = Check(driver_->cuDevicePrimaryCtxReset(device_),
-                             "cuDevicePrimaryCtxReset");
-      !s.ok()) {
+  if (absl::Status s = Check(driver_->PrimaryContextReset(ordinal_)); !s.ok()) {
     return s;
   }
-  driver_->cuDevicePrimaryCtxRelease(device_);
-  CUcontext context = nullptr;
-  if (absl::Status s =
-          Check(driver_->cuDevicePrimaryCtxRetain(&context, device_),
-                "cuDevicePrimaryCtxRetain");
-      !s.ok()) {
-    return s;
-  }
-  context_.store(context, std::memory_order_release);
+  driver_->PrimaryContextRelease(ordinal_).IgnoreError();
+  absl::StatusOr<GpuContextHandle> context =
+      driver_->PrimaryContextRetain(ordinal_);
+  if (!context.ok()) return Check(context.status());
+  context_.store(*context, std::memory_order_release);
   current_context = nullptr;
   if (absl::Status s = MakeCurrent(); !s.ok()) return s;
   // Prove the device before serving it again: a reset is not promised to
   // clear a sticky error (cuda.h: "the process must be terminated and
   // relaunched"), and a dead GPU must not be served as a live one. An
   // allocation, a memset and a stream synchronize reach the device.
-  CUdeviceptr probe = 0;
+  GpuDeviceptr probe = 0;
   bool pooled = false;
   if (absl::Status s = AllocateDevice(4, &probe, &pooled); !s.ok()) {
     return absl::AbortedError(absl::StrCat(
-        "CUDA device ", ordinal_,
+        traits().display_name, " device ", ordinal_,
         " still fails after a reset (only a new process can clear a "
         "process-fatal error): ",
         s.message()));
   }
   FreeDevice(probe, pooled);
-  std::vector<CudaModule*> modules;
+  std::vector<GpuModule*> modules;
   {
     absl::MutexLock lock(&mu_);
     modules = modules_;
   }
-  for (CudaModule* m : modules) {
+  for (GpuModule* m : modules) {
     if (absl::Status s = m->Reload(); !s.ok()) return s;
   }
   // The dispatcher makes the new context current on its next call.
@@ -376,7 +341,7 @@ absl::Status CudaDevice::Recover() {
   return absl::OkStatus();
 }
 
-void CudaDevice::Release(uint64_t epoch, absl::AnyInvocable<void()> fn) {
+void GpuDevice::Release(uint64_t epoch, absl::AnyInvocable<void()> fn) {
   cleanup_->Post([this, epoch, fn = std::move(fn)]() mutable {
     absl::ReaderMutexLock lock(&reset_mu_);
     if (epoch != this->epoch() || !MakeCurrent().ok()) return;
@@ -384,7 +349,7 @@ void CudaDevice::Release(uint64_t epoch, absl::AnyInvocable<void()> fn) {
   });
 }
 
-void CudaDevice::Track(std::shared_ptr<CudaQueueCore> core) {
+void GpuDevice::Track(std::shared_ptr<GpuQueueCore> core) {
   {
     absl::MutexLock lock(&mu_);
     tracked_.push_back(core);
@@ -392,8 +357,8 @@ void CudaDevice::Track(std::shared_ptr<CudaQueueCore> core) {
   dispatcher_->Wake();  // It may be asleep with nothing to poll.
 }
 
-void CudaDevice::WatchEvent(std::shared_ptr<CudaEventPoint> point,
-                            absl::AnyInvocable<void()> done) {
+void GpuDevice::WatchEvent(std::shared_ptr<GpuEventPoint> point,
+                           absl::AnyInvocable<void()> done) {
   {
     absl::MutexLock lock(&mu_);
     if (!failed()) {
@@ -405,17 +370,17 @@ void CudaDevice::WatchEvent(std::shared_ptr<CudaEventPoint> point,
   done();
 }
 
-absl::Duration CudaDevice::Tick() {
+absl::Duration GpuDevice::Tick() {
   if (Pass pass(*this); !pass || !MakeCurrent().ok()) {
     return absl::InfiniteDuration();
   }
   // Completions just run (posts come before the tick) made room.
   admission_.Pump();
-  std::vector<std::shared_ptr<CudaQueueCore>> queues;
+  std::vector<std::shared_ptr<GpuQueueCore>> queues;
   std::vector<EventWatch> watches;
   {
     absl::MutexLock lock(&mu_);
-    absl::flat_hash_set<CudaQueueCore*> seen;  // Tracked more than once.
+    absl::flat_hash_set<GpuQueueCore*> seen;  // Tracked more than once.
     for (auto& weak : tracked_) {
       auto core = weak.lock();
       if (core != nullptr && seen.insert(core.get()).second) {
@@ -425,7 +390,7 @@ absl::Duration CudaDevice::Tick() {
     tracked_.clear();
     watches.swap(event_watches_);
   }
-  std::vector<std::shared_ptr<CudaQueueCore>> still;
+  std::vector<std::shared_ptr<GpuQueueCore>> still;
   absl::Duration next = absl::InfiniteDuration();
   for (auto& core : queues) {
     const absl::Duration wanted = core->Tick();
@@ -462,7 +427,7 @@ absl::Duration CudaDevice::Tick() {
   return absl::InfiniteDuration();
 }
 
-absl::StatusOr<std::shared_ptr<Queue>> CudaDevice::CreateQueue(
+absl::StatusOr<std::shared_ptr<Queue>> GpuDevice::CreateQueue(
     QueueOptions options) {
   Pass pass(*this);
   if (!pass) return PassRefused();
@@ -475,31 +440,28 @@ absl::StatusOr<std::shared_ptr<Queue>> CudaDevice::CreateQueue(
       std::max(info_.priority_greatest, info_.priority_least));
   // The queue's progress word, where the device can write it from a stream
   // (else its markers are event records).
-  CudaSlotAllocator::Slot progress;
+  GpuSlotAllocator::Slot progress;
   progress.epoch = epoch();
   if (info_.supports_wait_value) {
-    absl::StatusOr<CudaSlotAllocator::Slot> slot = slots_.Get();
+    absl::StatusOr<GpuSlotAllocator::Slot> slot = slots_.Get();
     if (!slot.ok()) return slot.status();
     progress = *slot;
     std::atomic_ref<uint64_t>(*progress.host)
         .store(0, std::memory_order_release);
   }
-  CUstream stream = nullptr;
-  if (absl::Status s = Check(driver_->cuStreamCreateWithPriority(
-                                 &stream, CU_STREAM_NON_BLOCKING, priority),
-                             "cuStreamCreateWithPriority");
-      !s.ok()) {
+  absl::StatusOr<GpuStreamHandle> stream = driver_->StreamCreate(priority);
+  if (!stream.ok()) {
     if (progress.host != nullptr) slots_.Put(progress);
-    return s;
+    return Check(stream.status());
   }
   std::shared_ptr<WorkAccount> account =
       options.account != nullptr ? std::move(options.account)
                                  : std::make_shared<WorkAccount>("");
-  auto core = std::make_shared<CudaQueueCore>(this, stream, progress.epoch,
-                                              progress, std::move(account),
-                                              std::move(options.on_error));
+  auto core = std::make_shared<GpuQueueCore>(this, *stream, progress.epoch,
+                                             progress, std::move(account),
+                                             std::move(options.on_error));
   core->JoinAdmission(options.session_key);
-  return std::shared_ptr<Queue>(new CudaQueue(std::move(core)),
+  return std::shared_ptr<Queue>(new GpuQueue(std::move(core)),
                                 [this](Queue* q) {
                                   cleanup_->Post([this, q] {
                                     absl::ReaderMutexLock lock(&reset_mu_);
@@ -508,48 +470,50 @@ absl::StatusOr<std::shared_ptr<Queue>> CudaDevice::CreateQueue(
                                 });
 }
 
-absl::StatusOr<std::shared_ptr<Event>> CudaDevice::CreateEvent(
+absl::StatusOr<std::shared_ptr<Event>> GpuDevice::CreateEvent(
     bool enable_timing) {
   if (failed()) return failure();
   // Native events are taken from the pool per record.
-  return std::make_shared<CudaEvent>(this, enable_timing);
+  return std::make_shared<GpuEvent>(this, enable_timing);
 }
 
-absl::StatusOr<std::shared_ptr<Flag>> CudaDevice::CreateFlag() {
+absl::StatusOr<std::shared_ptr<Flag>> GpuDevice::CreateFlag() {
   // Through the constructor, which zeroes the slot: memory of this context.
   Pass pass(*this);
   if (!pass) return PassRefused();
   auto slot = slots_.Get();
   if (!slot.ok()) return slot.status();
-  return std::shared_ptr<Flag>(std::make_shared<CudaFlag>(this, *slot));
+  return std::shared_ptr<Flag>(std::make_shared<GpuFlag>(this, *slot));
 }
 
-std::vector<std::unique_ptr<Module>> CudaDevice::BuiltinModules() {
+std::vector<std::unique_ptr<Module>> GpuDevice::BuiltinModules() {
   std::vector<std::unique_ptr<Module>> out;
-  EmbeddedModule embedded = EmbeddedSamplesModule();
-  if (embedded.image.empty()) return out;
+  if (samples_.image.empty()) return out;
+  const std::string refused = absl::StrCat(traits().name, "_samples_refused");
   auto manifest = modules::ParseModuleManifest(
-      embedded.manifest, "built-in samples manifest", "samples");
+      samples_.manifest, "built-in samples manifest", "samples");
   if (!manifest.ok()) {
-    log::Error("cuda_samples_refused").Status(manifest.status());
+    log::Error(refused).Status(manifest.status());
     return out;
   }
-  auto module = CudaModule::Load(this, std::move(embedded.image), *manifest,
-                                 "built-in samples.fatbin");
+  auto module = GpuModule::Load(this, samples_.image, *manifest,
+                                absl::StrCat("built-in ", samples_.file_name));
   if (!module.ok()) {
-    log::Error("cuda_samples_refused").Status(module.status());
+    log::Error(refused).Status(module.status());
     return out;
   }
   out.push_back(*std::move(module));
   return out;
 }
 
-bool CudaDevice::IsModuleFile(const std::string& path) const {
-  return absl::EndsWith(path, ".fatbin") || absl::EndsWith(path, ".cubin") ||
-         absl::EndsWith(path, ".ptx");
+bool GpuDevice::IsModuleFile(const std::string& path) const {
+  return absl::c_any_of(traits().module_extensions,
+                        [&](const std::string& extension) {
+                          return absl::EndsWith(path, extension);
+                        });
 }
 
-absl::StatusOr<std::unique_ptr<Module>> CudaDevice::LoadModule(
+absl::StatusOr<std::unique_ptr<Module>> GpuDevice::LoadModule(
     const std::string& path) {
   auto manifest = modules::ReadModuleManifest(modules::ManifestPathFor(path),
                                               modules::ImageStem(path));
@@ -566,7 +530,7 @@ absl::StatusOr<std::unique_ptr<Module>> CudaDevice::LoadModule(
   if (!in) {
     return absl::InvalidArgumentError(absl::StrCat("cannot read ", path));
   }
-  auto module = CudaModule::Load(this, image.str(), *manifest, path);
+  auto module = GpuModule::Load(this, image.str(), *manifest, path);
   if (!module.ok()) return module.status();
   return std::unique_ptr<Module>(*std::move(module));
 }

@@ -1,5 +1,5 @@
-// CUDA buffers, events and flags.
-#include "server/backend/cuda/cuda_objects.h"
+// GPU buffers, events and flags.
+#include "server/backend/gpu/gpu_objects.h"
 
 #include <algorithm>
 #include <atomic>
@@ -7,65 +7,62 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "server/backend/cuda/cuda_device.h"
-#include "server/backend/cuda/cuda_queue.h"
+#include "server/backend/gpu/gpu_device.h"
+#include "server/backend/gpu/gpu_queue.h"
 
 namespace gpustream::backend {
 
 // --- Buffers ----------------------------------------------------------------
 
-CudaBuffer::~CudaBuffer() {
+GpuBuffer::~GpuBuffer() {
   // Runs on the cleanup thread (the device's deleter puts it there).
   if (epoch_ != device_->epoch() || !device_->MakeCurrent().ok()) return;
-  const CudaDriver& driver = device_->driver();
   if (kind_ == MemoryKind::kDevice) {
     device_->FreeDevice(ptr_, pooled_);
   } else {
     // Synchronizes the context (cuda.h): it waits for work already issued,
     // which never includes a wait that nothing will satisfy (WaitFlag).
-    device_->Warn(driver.cuMemFreeHost(host_), "cuMemFreeHost");
+    device_->Warn(device_->driver().HostFree(host_));
   }
 }
 
 // --- Events -----------------------------------------------------------------
 
-CudaEventPoint::~CudaEventPoint() {
-  device->events().Put(event, timing, epoch);
-}
+GpuEventPoint::~GpuEventPoint() { device->events().Put(event, timing, epoch); }
 
-bool PointComplete(CudaDevice& device, CudaEventPoint& point) {
+bool PointComplete(GpuDevice& device, GpuEventPoint& point) {
   if (point.skipped.load(std::memory_order_acquire)) return true;
   if (!point.issued.load(std::memory_order_acquire)) return device.failed();
-  CudaDevice::Pass pass(device, point.epoch);
+  GpuDevice::Pass pass(device, point.epoch);
   if (!pass || !device.MakeCurrent().ok()) return true;  // Never will.
-  CUresult r = device.driver().cuEventQuery(point.event);
-  if (r == CUDA_ERROR_NOT_READY) return false;
-  device.Warn(r, "cuEventQuery");
+  absl::StatusOr<bool> done = device.driver().EventQuery(point.event);
+  if (done.ok()) return *done;
+  device.Warn(done.status());
   return true;
 }
 
-absl::StatusOr<std::shared_ptr<CudaEventPoint>> CudaEvent::NewRecord() {
+absl::StatusOr<std::shared_ptr<GpuEventPoint>> GpuEvent::NewRecord() {
   auto event = device_->events().Get(timing_);
   if (!event.ok()) return event.status();
-  auto point = std::make_shared<CudaEventPoint>(device_, event->event, timing_,
-                                                event->epoch);
+  auto point = std::make_shared<GpuEventPoint>(device_, event->event, timing_,
+                                               event->epoch);
   absl::MutexLock lock(&mu_);
   latest_ = point;
   return point;
 }
 
-std::shared_ptr<CudaEventPoint> CudaEvent::Latest() {
+std::shared_ptr<GpuEventPoint> GpuEvent::Latest() {
   absl::MutexLock lock(&mu_);
   return latest_;
 }
 
-bool CudaEvent::IsComplete() {
-  std::shared_ptr<CudaEventPoint> point = Latest();
+bool GpuEvent::IsComplete() {
+  std::shared_ptr<GpuEventPoint> point = Latest();
   return point == nullptr || PointComplete(*device_, *point);
 }
 
-void CudaEvent::OnComplete(absl::AnyInvocable<void()> done) {
-  std::shared_ptr<CudaEventPoint> point = Latest();
+void GpuEvent::OnComplete(absl::AnyInvocable<void()> done) {
+  std::shared_ptr<GpuEventPoint> point = Latest();
   if (point == nullptr || PointComplete(*device_, *point)) {
     done();
     return;
@@ -73,8 +70,8 @@ void CudaEvent::OnComplete(absl::AnyInvocable<void()> done) {
   device_->WatchEvent(std::move(point), std::move(done));
 }
 
-absl::StatusOr<float> CudaEvent::ElapsedMillisSince(Event& start_event) {
-  auto& start = static_cast<CudaEvent&>(start_event);
+absl::StatusOr<float> GpuEvent::ElapsedMillisSince(Event& start_event) {
+  auto& start = static_cast<GpuEvent&>(start_event);
   if (!timing_ || !start.timing_) {
     return absl::FailedPreconditionError(
         "both events must be created with enable_timing");
@@ -82,18 +79,18 @@ absl::StatusOr<float> CudaEvent::ElapsedMillisSince(Event& start_event) {
   // A record that never reached a stream (skipped, dropped with its
   // queue) or was made in a context since reset counts as complete for
   // waiters, but has no time: never ask the driver about it.
-  auto timed = [this](const std::shared_ptr<CudaEventPoint>& point) {
+  auto timed = [this](const std::shared_ptr<GpuEventPoint>& point) {
     return point != nullptr &&
            !point->skipped.load(std::memory_order_acquire) &&
            point->issued.load(std::memory_order_acquire) &&
            point->epoch == device_->epoch() && PointComplete(*device_, *point);
   };
-  std::shared_ptr<CudaEventPoint> begin = start.Latest();
+  std::shared_ptr<GpuEventPoint> begin = start.Latest();
   if (!timed(begin)) {
     return absl::FailedPreconditionError(
         "start_event_id has not been recorded and completed");
   }
-  std::shared_ptr<CudaEventPoint> end = Latest();
+  std::shared_ptr<GpuEventPoint> end = Latest();
   if (!timed(end)) {
     return absl::FailedPreconditionError(
         "end_event_id has not been recorded and completed");
@@ -107,36 +104,34 @@ absl::StatusOr<float> CudaEvent::ElapsedMillisSince(Event& start_event) {
         "the events were recorded before the device was reset");
   }
   if (absl::Status s = device_->MakeCurrent(); !s.ok()) return s;
-  float ms = 0;
-  absl::Status s = device_->Check(
-      device_->driver().cuEventElapsedTime(&ms, begin->event, end->event),
-      "cuEventElapsedTime");
-  if (!s.ok()) return s;
-  return ms;
+  absl::StatusOr<float> ms =
+      device_->driver().EventElapsedMillis(begin->event, end->event);
+  if (!ms.ok()) return device_->Check(ms.status());
+  return *ms;
 }
 
 // --- Flags ------------------------------------------------------------------
 
-CudaFlag::CudaFlag(CudaDevice* device, CudaSlotAllocator::Slot slot)
+GpuFlag::GpuFlag(GpuDevice* device, GpuSlotAllocator::Slot slot)
     : device_(device), slot_(slot) {
   std::atomic_ref<uint64_t>(*slot_.host).store(0, std::memory_order_release);
 }
 
-CudaFlag::~CudaFlag() { device_->slots().Put(slot_); }
+GpuFlag::~GpuFlag() { device_->slots().Put(slot_); }
 
-uint64_t CudaFlag::Load() {
+uint64_t GpuFlag::Load() {
   // The slot went with a reset context: such a flag reads 0.
-  CudaDevice::Pass hold(*device_, slot_.epoch, CudaDevice::Pass::kMemory);
+  GpuDevice::Pass hold(*device_, slot_.epoch, GpuDevice::Pass::kMemory);
   if (!hold) return 0;
   return std::atomic_ref<uint64_t>(*slot_.host).load(std::memory_order_acquire);
 }
 
-void CudaFlag::Store(uint64_t value) {
+void GpuFlag::Store(uint64_t value) {
   Sweep();  // Device writes that landed came before this store.
   std::vector<uint64_t> landed;
   {
     // Not across the notifications below (callbacks of other layers).
-    CudaDevice::Pass hold(*device_, slot_.epoch, CudaDevice::Pass::kMemory);
+    GpuDevice::Pass hold(*device_, slot_.epoch, GpuDevice::Pass::kMemory);
     // The slot went with a reset context: nothing to store into, and
     // nobody waits (the flag was released with its session).
     if (!hold) return;
@@ -168,18 +163,18 @@ void CudaFlag::Store(uint64_t value) {
   device_->dispatcher().Wake();  // Waits the daemon holds may go.
 }
 
-Flag::WaitId CudaFlag::AsyncWait(uint64_t value, WaitCondition condition,
-                                 WaitDone done) {
+Flag::WaitId GpuFlag::AsyncWait(uint64_t value, WaitCondition condition,
+                                WaitDone done) {
   return waiters_.Add([this] { return Load(); }, value, condition,
                       std::move(done));
 }
 
-void CudaFlag::Release(const absl::Status& reason) {
+void GpuFlag::Release(const absl::Status& reason) {
   if (!waiters_.Release(reason)) return;
   device_->dispatcher().Wake();  // Waits the daemon holds on it go.
 }
 
-void CudaFlag::Remember(uint64_t value) {
+void GpuFlag::Remember(uint64_t value) {
   for (const std::shared_ptr<Watch>& w : watches_) {
     if (Satisfies(value, w->value, w->condition)) {
       w->seen.store(true, std::memory_order_release);
@@ -187,8 +182,8 @@ void CudaFlag::Remember(uint64_t value) {
   }
 }
 
-std::shared_ptr<CudaFlag::Watch> CudaFlag::WatchFor(uint64_t value,
-                                                    WaitCondition condition) {
+std::shared_ptr<GpuFlag::Watch> GpuFlag::WatchFor(uint64_t value,
+                                                  WaitCondition condition) {
   Sweep();  // A write that landed before the wait is not "from now on".
   auto watch = std::make_shared<Watch>();
   watch->value = value;
@@ -198,15 +193,15 @@ std::shared_ptr<CudaFlag::Watch> CudaFlag::WatchFor(uint64_t value,
   return watch;
 }
 
-void CudaFlag::Unwatch(const Watch* watch) {
+void GpuFlag::Unwatch(const Watch* watch) {
   absl::MutexLock lock(&mu_);
   std::erase_if(watches_, [watch](const std::shared_ptr<Watch>& w) {
     return w.get() == watch;
   });
 }
 
-void CudaFlag::WriteIssued(uint64_t value,
-                           std::shared_ptr<CudaEventPoint> point) {
+void GpuFlag::WriteIssued(uint64_t value,
+                          std::shared_ptr<GpuEventPoint> point) {
   {
     absl::MutexLock lock(&mu_);
     in_flight_.push_back({value, std::move(point)});
@@ -214,7 +209,7 @@ void CudaFlag::WriteIssued(uint64_t value,
   device_->dispatcher().Wake();  // Waits held for such a write may go.
 }
 
-void CudaFlag::WriteDone(const CudaEventPoint* point) {
+void GpuFlag::WriteDone(const GpuEventPoint* point) {
   Sweep();  // It, if it landed.
   {
     // Still here: it never ran (dropped before the stream reached it, or
@@ -227,7 +222,7 @@ void CudaFlag::WriteDone(const CudaEventPoint* point) {
   device_->dispatcher().Wake();
 }
 
-void CudaFlag::UntrackedWriteRan(uint64_t value) {
+void GpuFlag::UntrackedWriteRan(uint64_t value) {
   Sweep();  // Writes before it landed before it.
   {
     absl::MutexLock lock(&mu_);
@@ -237,14 +232,15 @@ void CudaFlag::UntrackedWriteRan(uint64_t value) {
   device_->dispatcher().Wake();  // Waits the daemon holds may go.
 }
 
-bool CudaFlag::Landed(const CudaEventPoint& point) {
+bool GpuFlag::Landed(const GpuEventPoint& point) {
   if (!point.issued.load(std::memory_order_acquire)) return false;
-  CudaDevice::Pass pass(*device_, point.epoch);
+  GpuDevice::Pass pass(*device_, point.epoch);
   if (!pass || !device_->MakeCurrent().ok()) return false;
-  return device_->driver().cuEventQuery(point.event) == CUDA_SUCCESS;
+  absl::StatusOr<bool> done = device_->driver().EventQuery(point.event);
+  return done.ok() && *done;
 }
 
-void CudaFlag::Sweep() {
+void GpuFlag::Sweep() {
   std::vector<uint64_t> landed;
   {
     absl::MutexLock lock(&mu_);
@@ -261,7 +257,7 @@ void CudaFlag::Sweep() {
   for (uint64_t value : landed) waiters_.Notify(value);
 }
 
-std::shared_ptr<CudaEventPoint> CudaFlag::InFlightSatisfying(
+std::shared_ptr<GpuEventPoint> GpuFlag::InFlightSatisfying(
     uint64_t value, WaitCondition condition) {
   // Without Sweep(): this runs under queue locks, where host waiters must
   // not be called. A write that landed is skipped, not moved.

@@ -1,22 +1,22 @@
-// CudaQueue: each v1 queue operation as native stream calls.
-#include "server/backend/cuda/cuda_queue.h"
+// GpuQueue: each v1 queue operation as native stream calls.
+#include "server/backend/gpu/gpu_queue.h"
 
 #include <cstring>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "server/backend/cuda/cuda_device.h"
-#include "server/backend/cuda/cuda_module.h"
 #include "server/backend/gpu/gpu_args.h"
+#include "server/backend/gpu/gpu_device.h"
+#include "server/backend/gpu/gpu_module.h"
 
 namespace gpustream::backend {
 namespace {
 
-// Objects handed to a CUDA queue come from the same CUDA device (the
+// Objects handed to a GPU queue come from the same GPU device (the
 // session layer pairs objects of one device), so these downcasts are exact.
-CUdeviceptr Ptr(const std::shared_ptr<Buffer>& buffer, uint64_t offset) {
-  return static_cast<CudaBuffer&>(*buffer).ptr() + offset;
+GpuDeviceptr Ptr(const std::shared_ptr<Buffer>& buffer, uint64_t offset) {
+  return static_cast<GpuBuffer&>(*buffer).ptr() + offset;
 }
 
 // A pinned staging block held by an operation: back to the pool, and no
@@ -25,7 +25,7 @@ CUdeviceptr Ptr(const std::shared_ptr<Buffer>& buffer, uint64_t offset) {
 // was never enqueued). Move-only.
 class StagingLease {
  public:
-  StagingLease(CudaDevice* device, Staging staging,
+  StagingLease(GpuDevice* device, Staging staging,
                std::shared_ptr<WorkAccount> charged, uint64_t bytes)
       : device_(device),
         staging_(staging),
@@ -52,7 +52,7 @@ class StagingLease {
   void* host() const { return staging_.host; }
 
  private:
-  CudaDevice* device_;
+  GpuDevice* device_;
   Staging staging_;
   std::shared_ptr<WorkAccount> charged_;  // Null: not counted (reads).
   int64_t bytes_;
@@ -60,27 +60,23 @@ class StagingLease {
 
 }  // namespace
 
-absl::Status CudaQueue::Launch(const Kernel& kernel, const LaunchConfig& config,
-                               std::vector<KernelArg> args) {
-  const auto& cuda_kernel = static_cast<const CudaKernel&>(kernel);
+absl::Status GpuQueue::Launch(const Kernel& kernel, const LaunchConfig& config,
+                              std::vector<KernelArg> args) {
+  const auto& gpu_kernel = static_cast<const GpuKernel&>(kernel);
   auto block = std::make_shared<GpuArgBlock>(
-      PackArgs(cuda_kernel.signature(), args, [](const BufferArg& b) {
+      PackArgs(gpu_kernel.signature(), args, [](const BufferArg& b) {
         return static_cast<uint64_t>(Ptr(b.buffer, b.offset));
       }));
-  CudaQueueCore::Op op;
-  op.issue = [&cuda_kernel, config, block](CudaQueueCore& q) {
-    if (absl::Status s = cuda_kernel.AllowDynamicShared(
+  GpuQueueCore::Op op;
+  op.issue = [&gpu_kernel, config, block](GpuQueueCore& q) {
+    if (absl::Status s = gpu_kernel.AllowDynamicShared(
             q.device().driver(), config.shared_memory_bytes);
         !s.ok()) {
       return s;
     }
-    return q.device().Check(
-        q.device().driver().cuLaunchKernel(
-            cuda_kernel.function(), config.grid.x, config.grid.y, config.grid.z,
-            config.block.x, config.block.y, config.block.z,
-            config.shared_memory_bytes, q.stream(), block->pointers.data(),
-            nullptr),
-        "cuLaunchKernel");
+    return q.device().Check(q.device().driver().LaunchKernel(
+        gpu_kernel.function(), config.grid, config.block,
+        config.shared_memory_bytes, q.stream(), block->pointers.data()));
   };
   // The buffers stay alive until the kernel has run.
   op.done = [args = std::move(args)](absl::Status) {};
@@ -88,41 +84,39 @@ absl::Status CudaQueue::Launch(const Kernel& kernel, const LaunchConfig& config,
   return core_->Submit(std::move(op));
 }
 
-absl::Status CudaQueue::Write(std::shared_ptr<Buffer> dst, uint64_t offset,
-                              std::string data) {
-  CudaDevice& device = core_->device();
+absl::Status GpuQueue::Write(std::shared_ptr<Buffer> dst, uint64_t offset,
+                             std::string data) {
+  GpuDevice& device = core_->device();
   auto staging = device.staging().Get(data.size());
   if (!staging.ok()) return staging.status();
   StagingLease lease(&device, *staging, core_->account(), data.size());
   {
     // Pinned memory of the block's context: not once a reset frees it.
-    CudaDevice::Pass hold(device, staging->epoch, CudaDevice::Pass::kMemory);
+    GpuDevice::Pass hold(device, staging->epoch, GpuDevice::Pass::kMemory);
     if (!hold) return device.PassRefused();
     std::memcpy(lease.host(), data.data(), data.size());
   }
-  CudaQueueCore::Op op;
+  GpuQueueCore::Op op;
   op.issue = [dst, offset, host = lease.host(),
-              size = data.size()](CudaQueueCore& q) {
-    return q.device().Check(q.device().driver().cuMemcpyHtoDAsync(
-                                Ptr(dst, offset), host, size, q.stream()),
-                            "cuMemcpyHtoDAsync");
+              size = data.size()](GpuQueueCore& q) {
+    return q.device().Check(q.device().driver().MemcpyHtoDAsync(
+        Ptr(dst, offset), host, size, q.stream()));
   };
   op.done = [dst, lease = std::move(lease)](absl::Status) {};
   return core_->Submit(std::move(op));
 }
 
-absl::Status CudaQueue::Read(std::shared_ptr<Buffer> src, uint64_t offset,
-                             uint64_t size, ReadDone done) {
-  CudaDevice& device = core_->device();
+absl::Status GpuQueue::Read(std::shared_ptr<Buffer> src, uint64_t offset,
+                            uint64_t size, ReadDone done) {
+  GpuDevice& device = core_->device();
   auto staging = device.staging().Get(size);
   if (!staging.ok()) return staging.status();
   StagingLease lease(&device, *staging, /*charged=*/nullptr, size);
   auto shared_done = std::make_shared<ReadDone>(std::move(done));
-  CudaQueueCore::Op op;
-  op.issue = [src, offset, size, host = lease.host()](CudaQueueCore& q) {
-    return q.device().Check(q.device().driver().cuMemcpyDtoHAsync(
-                                host, Ptr(src, offset), size, q.stream()),
-                            "cuMemcpyDtoHAsync");
+  GpuQueueCore::Op op;
+  op.issue = [src, offset, size, host = lease.host()](GpuQueueCore& q) {
+    return q.device().Check(q.device().driver().MemcpyDtoHAsync(
+        host, Ptr(src, offset), size, q.stream()));
   };
   op.done = [src, size, lease = std::move(lease), shared_done](absl::Status s) {
     if (s.ok()) {
@@ -135,40 +129,36 @@ absl::Status CudaQueue::Read(std::shared_ptr<Buffer> src, uint64_t offset,
   return core_->Submit(std::move(op));
 }
 
-absl::Status CudaQueue::Copy(std::shared_ptr<Buffer> src, uint64_t src_offset,
-                             std::shared_ptr<Buffer> dst, uint64_t dst_offset,
-                             uint64_t size) {
-  CudaQueueCore::Op op;
-  op.issue = [src, src_offset, dst, dst_offset, size](CudaQueueCore& q) {
-    return q.device().Check(
-        q.device().driver().cuMemcpyDtoDAsync(
-            Ptr(dst, dst_offset), Ptr(src, src_offset), size, q.stream()),
-        "cuMemcpyDtoDAsync");
+absl::Status GpuQueue::Copy(std::shared_ptr<Buffer> src, uint64_t src_offset,
+                            std::shared_ptr<Buffer> dst, uint64_t dst_offset,
+                            uint64_t size) {
+  GpuQueueCore::Op op;
+  op.issue = [src, src_offset, dst, dst_offset, size](GpuQueueCore& q) {
+    return q.device().Check(q.device().driver().MemcpyDtoDAsync(
+        Ptr(dst, dst_offset), Ptr(src, src_offset), size, q.stream()));
   };
   op.done = [src, dst](absl::Status) {};
   return core_->Submit(std::move(op));
 }
 
-absl::Status CudaQueue::Fill(std::shared_ptr<Buffer> dst, uint64_t offset,
-                             uint64_t size, uint32_t value) {
-  CudaQueueCore::Op op;
-  op.issue = [dst, offset, size, value](CudaQueueCore& q) {
-    return q.device().Check(q.device().driver().cuMemsetD32Async(
-                                Ptr(dst, offset), value, size / 4, q.stream()),
-                            "cuMemsetD32Async");
+absl::Status GpuQueue::Fill(std::shared_ptr<Buffer> dst, uint64_t offset,
+                            uint64_t size, uint32_t value) {
+  GpuQueueCore::Op op;
+  op.issue = [dst, offset, size, value](GpuQueueCore& q) {
+    return q.device().Check(q.device().driver().MemsetD32Async(
+        Ptr(dst, offset), value, size / 4, q.stream()));
   };
   op.done = [dst](absl::Status) {};
   return core_->Submit(std::move(op));
 }
 
-absl::Status CudaQueue::Record(std::shared_ptr<CudaEventPoint> point,
-                               bool counted) {
-  CudaQueueCore::Op op;
+absl::Status GpuQueue::Record(std::shared_ptr<GpuEventPoint> point,
+                              bool counted) {
+  GpuQueueCore::Op op;
   op.counted = counted;
-  op.issue = [point](CudaQueueCore& q) {
+  op.issue = [point](GpuQueueCore& q) {
     absl::Status s = q.device().Check(
-        q.device().driver().cuEventRecord(point->event, q.stream()),
-        "cuEventRecord");
+        q.device().driver().EventRecord(point->event, q.stream()));
     if (s.ok()) {
       point->issued.store(true, std::memory_order_release);
       // Waits held on this record may go now.
@@ -194,46 +184,45 @@ absl::Status CudaQueue::Record(std::shared_ptr<CudaEventPoint> point,
   return s;
 }
 
-absl::Status CudaQueue::WaitPoint(std::shared_ptr<CudaEventPoint> point) {
-  CudaQueueCore::Op op;
+absl::Status GpuQueue::WaitPoint(std::shared_ptr<GpuEventPoint> point) {
+  GpuQueueCore::Op op;
   op.ready = [point] {
     return point->issued.load(std::memory_order_acquire) ||
            point->skipped.load(std::memory_order_acquire);
   };
-  op.issue = [point](CudaQueueCore& q) {
+  op.issue = [point](GpuQueueCore& q) {
     if (!point->issued.load(std::memory_order_acquire)) {
       return absl::OkStatus();  // The record was dropped: nothing to wait.
     }
     return q.device().Check(
-        q.device().driver().cuStreamWaitEvent(q.stream(), point->event, 0),
-        "cuStreamWaitEvent");
+        q.device().driver().StreamWaitEvent(q.stream(), point->event));
   };
   op.done = [point](absl::Status) {};
   return core_->Submit(std::move(op));
 }
 
-absl::Status CudaQueue::RecordEvent(std::shared_ptr<Event> event) {
-  auto point = static_cast<CudaEvent&>(*event).NewRecord();
+absl::Status GpuQueue::RecordEvent(std::shared_ptr<Event> event) {
+  auto point = static_cast<GpuEvent&>(*event).NewRecord();
   if (!point.ok()) return point.status();
   return Record(*std::move(point));
 }
 
-absl::Status CudaQueue::WaitEvent(std::shared_ptr<Event> event) {
-  std::shared_ptr<CudaEventPoint> point =
-      static_cast<CudaEvent&>(*event).Latest();
+absl::Status GpuQueue::WaitEvent(std::shared_ptr<Event> event) {
+  std::shared_ptr<GpuEventPoint> point =
+      static_cast<GpuEvent&>(*event).Latest();
   if (point == nullptr) return absl::OkStatus();  // Never recorded.
   return WaitPoint(std::move(point));
 }
 
-absl::Status CudaQueue::WaitQueue(Queue& other) {
-  CudaDevice& device = core_->device();
+absl::Status GpuQueue::WaitQueue(Queue& other) {
+  GpuDevice& device = core_->device();
   auto event = device.events().Get(/*timing=*/false);
   if (!event.ok()) return event.status();
-  auto point = std::make_shared<CudaEventPoint>(&device, event->event, false,
-                                                event->epoch);
+  auto point = std::make_shared<GpuEventPoint>(&device, event->event, false,
+                                               event->epoch);
   // One command, this queue's: the record on `other` is internal.
   if (absl::Status s =
-          static_cast<CudaQueue&>(other).Record(point, /*counted=*/false);
+          static_cast<GpuQueue&>(other).Record(point, /*counted=*/false);
       !s.ok()) {
     return s;
   }
@@ -247,47 +236,46 @@ absl::Status CudaQueue::WaitQueue(Queue& other) {
 // there until somebody writes the value, perhaps never). The daemon holds
 // the queue's later work until the flag satisfies the wait (a host signal
 // wakes the dispatcher at once) or a value stored since the wait was
-// enqueued did (CudaFlag::Watch), or until a write that satisfies it has
+// enqueued did (GpuFlag::Watch), or until a write that satisfies it has
 // been handed to a stream: then the stream waits on the event recorded
 // right after the oldest such write, which completes once work issued
 // before it has run. Nothing parks
 // on the device for longer than work already issued takes.
-absl::Status CudaQueue::WaitFlag(std::shared_ptr<Flag> flag_base,
-                                 uint64_t value, WaitCondition condition) {
-  auto flag = std::static_pointer_cast<CudaFlag>(std::move(flag_base));
-  std::shared_ptr<CudaFlag::Watch> watch = flag->WatchFor(value, condition);
+absl::Status GpuQueue::WaitFlag(std::shared_ptr<Flag> flag_base, uint64_t value,
+                                WaitCondition condition) {
+  auto flag = std::static_pointer_cast<GpuFlag>(std::move(flag_base));
+  std::shared_ptr<GpuFlag::Watch> watch = flag->WatchFor(value, condition);
   auto seen = [flag, value, condition, watch] {
     return flag->released() || Satisfies(flag->Load(), value, condition) ||
            watch->seen.load(std::memory_order_acquire);
   };
-  CudaQueueCore::Op op;
+  GpuQueueCore::Op op;
   op.done = [flag, watch](absl::Status) { flag->Unwatch(watch.get()); };
   op.ready = [flag, value, condition, seen] {
     return seen() || flag->InFlightSatisfying(value, condition) != nullptr;
   };
-  op.issue = [flag, value, condition, seen](CudaQueueCore& q) {
+  op.issue = [flag, value, condition, seen](GpuQueueCore& q) {
     if (seen()) return absl::OkStatus();
-    std::shared_ptr<CudaEventPoint> point =
+    std::shared_ptr<GpuEventPoint> point =
         flag->InFlightSatisfying(value, condition);
     // Gone from the writes in flight since ready(): it landed, and the
     // watch saw it (or is about to, in the Sweep that retires it): the wait
     // was satisfied.
     if (point == nullptr) return absl::OkStatus();
     return q.device().Check(
-        q.device().driver().cuStreamWaitEvent(q.stream(), point->event, 0),
-        "cuStreamWaitEvent");
+        q.device().driver().StreamWaitEvent(q.stream(), point->event));
   };
   return core_->Submit(std::move(op));
 }
 
-absl::Status CudaQueue::WriteFlag(std::shared_ptr<Flag> flag_base,
-                                  uint64_t value) {
-  auto flag = std::static_pointer_cast<CudaFlag>(std::move(flag_base));
-  CudaDevice& device = core_->device();
-  CudaQueueCore::Op op;
+absl::Status GpuQueue::WriteFlag(std::shared_ptr<Flag> flag_base,
+                                 uint64_t value) {
+  auto flag = std::static_pointer_cast<GpuFlag>(std::move(flag_base));
+  GpuDevice& device = core_->device();
+  GpuQueueCore::Op op;
   op.prompt = true;  // Host waiters hear of it promptly.
   if (!device.info().supports_wait_value) {
-    op.issue = [](CudaQueueCore&) { return absl::OkStatus(); };
+    op.issue = [](GpuQueueCore&) { return absl::OkStatus(); };
     op.done = [flag, value](absl::Status s) {
       if (s.ok()) flag->Store(value);
     };
@@ -296,19 +284,17 @@ absl::Status CudaQueue::WriteFlag(std::shared_ptr<Flag> flag_base,
   // The event recorded right after the write, for waits on this value.
   auto event = device.events().Get(/*timing=*/false);
   if (!event.ok()) return event.status();
-  auto point = std::make_shared<CudaEventPoint>(&device, event->event, false,
-                                                event->epoch);
-  op.issue = [flag, value, point](CudaQueueCore& q) {
-    const CudaDriver& driver = q.device().driver();
-    if (absl::Status s =
-            q.device().Check(driver.cuStreamWriteValue64(
-                                 q.stream(), flag->device_ptr(), value, 0),
-                             "cuStreamWriteValue64");
+  auto point = std::make_shared<GpuEventPoint>(&device, event->event, false,
+                                               event->epoch);
+  op.issue = [flag, value, point](GpuQueueCore& q) {
+    const GpuDriver& driver = q.device().driver();
+    if (absl::Status s = q.device().Check(
+            driver.StreamWriteValue64(q.stream(), flag->device_ptr(), value));
         !s.ok()) {
       return s;  // Nothing enqueued.
     }
-    if (absl::Status s = q.device().Check(
-            driver.cuEventRecord(point->event, q.stream()), "cuEventRecord");
+    if (absl::Status s =
+            q.device().Check(driver.EventRecord(point->event, q.stream()));
         !s.ok()) {
       // The write is on the stream and lands: the command did not fail.
       // Untracked, waits see it through the flag's value; the queue
@@ -330,9 +316,9 @@ absl::Status CudaQueue::WriteFlag(std::shared_ptr<Flag> flag_base,
   return core_->Submit(std::move(op));
 }
 
-absl::Status CudaQueue::HostFunc(absl::AnyInvocable<void()> fn) {
-  CudaQueueCore::Op op;
-  op.issue = [](CudaQueueCore&) { return absl::OkStatus(); };
+absl::Status GpuQueue::HostFunc(absl::AnyInvocable<void()> fn) {
+  GpuQueueCore::Op op;
+  op.issue = [](GpuQueueCore&) { return absl::OkStatus(); };
   // Runs on the dispatcher once the marker behind it comes back: never in
   // the driver's callback, and skipped after a sticky error.
   op.done = [fn = std::move(fn)](absl::Status s) mutable {

@@ -1,9 +1,7 @@
-// Pooled native resources of one CUDA device: internal events, and pinned
+// Pooled native resources of one GPU device: internal events, and pinned
 // host memory for staging copies and for completion-flag slots.
-#ifndef GPUSTREAM_SERVER_BACKEND_CUDA_CUDA_POOLS_H_
-#define GPUSTREAM_SERVER_BACKEND_CUDA_CUDA_POOLS_H_
-
-#include <cuda.h>
+#ifndef GPUSTREAM_SERVER_BACKEND_GPU_GPU_POOLS_H_
+#define GPUSTREAM_SERVER_BACKEND_GPU_GPU_POOLS_H_
 
 #include <cstdint>
 #include <memory>
@@ -13,26 +11,27 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "server/backend/gpu/gpu_driver.h"
 
 namespace gpustream::backend {
 
-class CudaDevice;
+class GpuDevice;
 
-// CUevents reused across records (RecordEvent, WaitQueue): creating one per
-// call would cost a driver call each. Thread-safe.
-class CudaEventPool {
+// Native events reused across records (RecordEvent, WaitQueue): creating one
+// per call would cost a driver call each. Thread-safe.
+class GpuEventPool {
  public:
-  explicit CudaEventPool(CudaDevice* device) : device_(device) {}
+  explicit GpuEventPool(GpuDevice* device) : device_(device) {}
   // An event and the context epoch it belongs to: label what records it
   // with that epoch, not the device's epoch read later (a reset may fall
   // in between).
   struct Pooled {
-    CUevent event = nullptr;
+    GpuEventHandle event = nullptr;
     uint64_t epoch = 0;
   };
   absl::StatusOr<Pooled> Get(bool timing);
   // Back to the pool once no enqueued record or wait uses it.
-  void Put(CUevent event, bool timing, uint64_t epoch);
+  void Put(GpuEventHandle event, bool timing, uint64_t epoch);
   // After a context reset: the pooled handles died with the context.
   void Forget();
   // Device shutdown: destroys what is pooled (context current).
@@ -40,7 +39,7 @@ class CudaEventPool {
 
  private:
   static constexpr size_t kMaxPooled = 1024;
-  CudaDevice* const device_;
+  GpuDevice* const device_;
   absl::Mutex mu_;
   std::vector<Pooled> free_[2] ABSL_GUARDED_BY(mu_);  // [timing]
 };
@@ -56,9 +55,9 @@ struct Staging {
 // WriteBuffer can return before its copy runs, and a ReadBuffer has a
 // destination the copy engine can write asynchronously. Keeps at most
 // kMaxCachedBytes of free blocks. Thread-safe.
-class CudaStagingPool {
+class GpuStagingPool {
  public:
-  explicit CudaStagingPool(CudaDevice* device) : device_(device) {}
+  explicit GpuStagingPool(GpuDevice* device) : device_(device) {}
   absl::StatusOr<Staging> Get(uint64_t size);
   void Put(Staging staging);
   void Forget();
@@ -66,7 +65,7 @@ class CudaStagingPool {
 
  private:
   static constexpr uint64_t kMaxCachedBytes = uint64_t{64} << 20;
-  CudaDevice* const device_;
+  GpuDevice* const device_;
   absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, std::vector<Staging>> free_
       ABSL_GUARDED_BY(mu_);
@@ -74,16 +73,16 @@ class CudaStagingPool {
 };
 
 // 8-byte slots carved from slabs of pinned, device-mapped host memory
-// (cuMemHostAlloc DEVICEMAP): a completion flag costs 8 bytes, not a page.
+// (mapped HostAlloc): a completion flag costs 8 bytes, not a page.
 // Slabs live until the device resets or goes. Thread-safe.
-class CudaSlotAllocator {
+class GpuSlotAllocator {
  public:
   struct Slot {
     uint64_t* host = nullptr;
-    CUdeviceptr device = 0;
+    GpuDeviceptr device = 0;
     uint64_t epoch = 0;
   };
-  explicit CudaSlotAllocator(CudaDevice* device) : device_(device) {}
+  explicit GpuSlotAllocator(GpuDevice* device) : device_(device) {}
   absl::StatusOr<Slot> Get();
   void Put(Slot slot);
   void Forget();
@@ -92,7 +91,7 @@ class CudaSlotAllocator {
 
  private:
   static constexpr uint64_t kSlabBytes = 64 * 1024;
-  CudaDevice* const device_;
+  GpuDevice* const device_;
   absl::Mutex mu_;
   std::vector<Slot> free_ ABSL_GUARDED_BY(mu_);
   std::vector<void*> slabs_ ABSL_GUARDED_BY(mu_);
@@ -100,4 +99,4 @@ class CudaSlotAllocator {
 
 }  // namespace gpustream::backend
 
-#endif  // GPUSTREAM_SERVER_BACKEND_CUDA_CUDA_POOLS_H_
+#endif  // GPUSTREAM_SERVER_BACKEND_GPU_GPU_POOLS_H_

@@ -1,0 +1,183 @@
+// The GPU driver interface: the operations the GPU layer asks of a vendor's
+// driver (CUDA's driver API, HIP's runtime), in vendor-neutral types. Each
+// vendor folder implements it once (cuda/cuda_adapter, hip/hip_adapter);
+// nothing in server/backend/gpu includes a vendor header.
+#ifndef GPUSTREAM_SERVER_BACKEND_GPU_GPU_DRIVER_H_
+#define GPUSTREAM_SERVER_BACKEND_GPU_GPU_DRIVER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "server/backend/types.h"
+
+namespace gpustream::backend {
+
+// Native handles as the layer holds them: the vendor's own pointers, cast.
+// Distinct types, so that a stream is never passed for an event.
+using GpuContextHandle = struct GpuContextOpaque*;
+using GpuStreamHandle = struct GpuStreamOpaque*;
+using GpuEventHandle = struct GpuEventOpaque*;
+using GpuModuleHandle = struct GpuModuleOpaque*;
+using GpuFunctionHandle = struct GpuFunctionOpaque*;
+// A device address, as an integer (CUDA's and HIP's device pointers).
+using GpuDeviceptr = uint64_t;
+
+// What differs between vendors beyond the calls themselves.
+struct GpuTraits {
+  // "cuda", "hip": DeviceInfo::backend, log event prefixes.
+  std::string name;
+  // "CUDA", "HIP": in messages ("CUDA device 0 failed: ...").
+  std::string display_name;
+  // Module files this vendor loads, by extension (".fatbin", ".hsaco").
+  std::vector<std::string> module_extensions;
+  // Device memory page: the granularity of faults and of pool growth.
+  uint64_t device_page_bytes = uint64_t{2} << 20;
+};
+
+// The properties GpuDevice reads once, when it opens a device.
+struct GpuDeviceProperties {
+  std::string name;
+  std::string arch;  // "sm_90", "gfx90a".
+  uint32_t multiprocessor_count = 0;
+  int32_t priority_least = 0;
+  int32_t priority_greatest = 0;
+  // Streams can write and wait on 64-bit words in mapped host memory.
+  bool supports_wait_value = false;
+  // Stream-ordered allocation from the device's memory pool.
+  bool memory_pools = false;
+  Dim3 max_grid;
+  Dim3 max_block;
+  uint32_t max_threads_per_block = 0;
+  // Per block, with the kernel's opt-in where the vendor has one.
+  uint32_t max_shared_memory_bytes = 0;
+};
+
+// A kernel's own limits, as the driver reports them.
+struct GpuFunctionLimits {
+  uint32_t max_threads_per_block = 0;
+  uint32_t static_shared_bytes = 0;
+  // Dynamic shared memory the function may use now (without opting in).
+  uint32_t allowed_dynamic_shared_bytes = 0;
+};
+
+// One kernel parameter of the binary: where it goes in the argument block.
+struct GpuParamInfo {
+  size_t offset = 0;
+  size_t size = 0;
+};
+
+// Every call returns OK or a status that names the vendor's call and error
+// (e.g. "cuStreamQuery: CUDA_ERROR_LAUNCH_FAILED (719): ..."), mapped as
+// the backends promise: ABORTED exactly for errors that leave the context
+// unusable (a kernel fault, a lost device), RESOURCE_EXHAUSTED for out of
+// memory, INVALID_ARGUMENT for values or images refused, UNIMPLEMENTED for
+// what the device cannot do, INTERNAL otherwise. Calls that act on a
+// context need it current on the calling thread (CtxSetCurrent). The
+// implementation is immutable after it is made: thread-safe.
+class GpuDriver {
+ public:
+  virtual ~GpuDriver() = default;
+
+  virtual const GpuTraits& traits() const = 0;
+  // The library and version, for the backends log line.
+  virtual std::string Describe() const = 0;
+
+  // --- Devices and their primary contexts -----------------------------------
+  virtual absl::StatusOr<int> DeviceCount() const = 0;
+  // Properties of device `ordinal` (its primary context current).
+  virtual absl::StatusOr<GpuDeviceProperties> DeviceProperties(
+      int ordinal) const = 0;
+  virtual absl::StatusOr<uint64_t> DeviceTotalMemory(int ordinal) const = 0;
+  virtual absl::StatusOr<GpuContextHandle> PrimaryContextRetain(
+      int ordinal) const = 0;
+  virtual absl::Status PrimaryContextRelease(int ordinal) const = 0;
+  // Destroys every object of the primary context.
+  virtual absl::Status PrimaryContextReset(int ordinal) const = 0;
+  virtual absl::Status SetCurrent(GpuContextHandle context) const = 0;
+  // Free and total device memory of the current context's device.
+  virtual absl::Status MemGetInfo(size_t* free, size_t* total) const = 0;
+
+  // --- Streams --------------------------------------------------------------
+  // A stream that does not synchronize with the legacy default stream.
+  virtual absl::StatusOr<GpuStreamHandle> StreamCreate(int priority) const = 0;
+  virtual absl::Status StreamDestroy(GpuStreamHandle stream) const = 0;
+  // True once all its work has completed; false while some is pending.
+  virtual absl::StatusOr<bool> StreamQuery(GpuStreamHandle stream) const = 0;
+  virtual absl::Status StreamSynchronize(GpuStreamHandle stream) const = 0;
+  virtual absl::Status StreamWaitEvent(GpuStreamHandle stream,
+                                       GpuEventHandle event) const = 0;
+  // The stream stores `value` into the mapped word at `address`.
+  virtual absl::Status StreamWriteValue64(GpuStreamHandle stream,
+                                          GpuDeviceptr address,
+                                          uint64_t value) const = 0;
+
+  // --- Events ---------------------------------------------------------------
+  virtual absl::StatusOr<GpuEventHandle> EventCreate(bool timing) const = 0;
+  virtual absl::Status EventDestroy(GpuEventHandle event) const = 0;
+  virtual absl::Status EventRecord(GpuEventHandle event,
+                                   GpuStreamHandle stream) const = 0;
+  // True once the record has completed.
+  virtual absl::StatusOr<bool> EventQuery(GpuEventHandle event) const = 0;
+  virtual absl::StatusOr<float> EventElapsedMillis(
+      GpuEventHandle start, GpuEventHandle end) const = 0;
+
+  // --- Memory ---------------------------------------------------------------
+  virtual absl::StatusOr<GpuDeviceptr> MemAlloc(size_t bytes) const = 0;
+  virtual absl::Status MemFree(GpuDeviceptr ptr) const = 0;
+  // From the device's memory pool, ordered on `stream`.
+  virtual absl::StatusOr<GpuDeviceptr> MemAllocAsync(
+      size_t bytes, GpuStreamHandle stream) const = 0;
+  virtual absl::Status MemFreeAsync(GpuDeviceptr ptr,
+                                    GpuStreamHandle stream) const = 0;
+  // Pinned host memory; `mapped`: also reachable from every device (and
+  // from streams' value writes) at HostDevicePointer.
+  virtual absl::StatusOr<void*> HostAlloc(size_t bytes, bool mapped) const = 0;
+  virtual absl::Status HostFree(void* host) const = 0;
+  virtual absl::StatusOr<GpuDeviceptr> HostDevicePointer(void* host) const = 0;
+  virtual absl::Status MemcpyHtoDAsync(GpuDeviceptr dst, const void* src,
+                                       size_t bytes,
+                                       GpuStreamHandle stream) const = 0;
+  virtual absl::Status MemcpyDtoHAsync(void* dst, GpuDeviceptr src,
+                                       size_t bytes,
+                                       GpuStreamHandle stream) const = 0;
+  virtual absl::Status MemcpyDtoDAsync(GpuDeviceptr dst, GpuDeviceptr src,
+                                       size_t bytes,
+                                       GpuStreamHandle stream) const = 0;
+  virtual absl::Status MemsetD32Async(GpuDeviceptr dst, uint32_t value,
+                                      size_t count,
+                                      GpuStreamHandle stream) const = 0;
+
+  // --- Modules and kernels --------------------------------------------------
+  // Loads `image` into the current context. A refusal says what the image
+  // lacks for `arch` (the device's) and how to build one that has it.
+  virtual absl::StatusOr<GpuModuleHandle> ModuleLoad(
+      const std::string& image, absl::string_view arch) const = 0;
+  virtual absl::Status ModuleUnload(GpuModuleHandle module) const = 0;
+  // NOT_FOUND when the module has no such kernel.
+  virtual absl::StatusOr<GpuFunctionHandle> ModuleFunction(
+      GpuModuleHandle module, const std::string& name) const = 0;
+  // The kernel's parameters as the binary lays them out, in order (CUDA:
+  // cuFuncGetParamInfo; HIP: the code object's metadata for `arch`).
+  virtual absl::StatusOr<std::vector<GpuParamInfo>> KernelParams(
+      GpuFunctionHandle function, const std::string& image,
+      const std::string& name, absl::string_view arch) const = 0;
+  virtual GpuFunctionLimits FunctionLimits(
+      GpuFunctionHandle function) const = 0;
+  // Opts the function in to `bytes` of dynamic shared memory per block.
+  virtual absl::Status SetMaxDynamicShared(GpuFunctionHandle function,
+                                           uint32_t bytes) const = 0;
+  // `params[i]` points at argument i (GpuArgBlock::pointers).
+  virtual absl::Status LaunchKernel(GpuFunctionHandle function, Dim3 grid,
+                                    Dim3 block, uint32_t shared_bytes,
+                                    GpuStreamHandle stream,
+                                    void** params) const = 0;
+};
+
+}  // namespace gpustream::backend
+
+#endif  // GPUSTREAM_SERVER_BACKEND_GPU_GPU_DRIVER_H_
