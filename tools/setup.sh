@@ -14,11 +14,16 @@ build_packages=(
   grpc-proto libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   libc-ares-dev libre2-dev libssl-dev zlib1g-dev
   libspdlog-dev libfmt-dev prometheus-cpp-dev
+  # AMD code objects' kernel metadata (the HIP backend) is msgpack.
+  libmsgpack-cxx-dev
   python3-grpcio python3-protobuf python3-setuptools python3-wheel
 )
 test_packages=(
   python3-numpy python3-pytest python3-venv python3-prometheus-client
   python3-yaml clang-format openssl
+  # HIP's headers: the HIP backend's own prototypes are checked against
+  # them (it builds without them). AMD sample kernels build with clang-14.
+  libamdhip64-dev
   # The fuzz targets (tests/fuzz, tools/fuzz.sh): libFuzzer needs clang.
   clang-14 libclang-rt-14-dev libfuzzer-14-dev
   # The compose suite (tools/compose-test.sh) runs a real Docker engine.

@@ -82,8 +82,15 @@ struct DeviceInfo {
   // Without them a backend holds a queue's later work in the daemon until
   // the flag satisfies the wait: correct, with a host round trip of latency.
   bool supports_wait_value = false;
+  // Whether queues' flag waits run on the device ("native") rather than
+  // held in the daemon: false where the device's waits are unsafe to park
+  // on (HIP 5.x: each one a spinning kernel on a shared hardware queue).
+  bool native_wait_value = true;
   bool supports_host_func = false;
   bool supports_timing = false;
+  // False where a kernel fault takes the whole process down (ROCm 5.x
+  // aborts): the daemon exits and its supervisor restarts it.
+  bool faults_recoverable = true;
   Dim3 max_grid;
   Dim3 max_block;
   uint32_t max_threads_per_block = 0;

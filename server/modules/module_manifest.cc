@@ -236,6 +236,19 @@ absl::Status CheckKernelParams(const v1::KernelManifest& kernel,
                        " (", size, " bytes) in the manifest but ",
                        binary[p].size, " bytes in the binary"));
     }
+    using Kind = BinaryParam::Kind;
+    const Kind kind = binary[p].kind;
+    const bool buffer = param.kind() == v1::PARAM_KIND_BUFFER;
+    if (kind != Kind::kUnknown &&
+        kind != (buffer ? Kind::kBuffer : Kind::kValue)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          origin, ": kernel ", kernel.name(), " ", DescribeParam(p, param),
+          " is ", KindName(param.kind()), " in the manifest but ",
+          kind == Kind::kBuffer  ? "a global buffer"
+          : kind == Kind::kValue ? "a value"
+                                 : "neither a global buffer nor a value",
+          " in the binary"));
+    }
   }
   return absl::OkStatus();
 }

@@ -46,16 +46,20 @@ absl::StatusOr<v1::ModuleManifest> ReadModuleManifest(
 // rejects).
 uint32_t ParamSize(const v1::ParamManifest& param);
 
-// One kernel parameter as the binary reports it (cuFuncGetParamInfo): its
-// byte offset in the parameter buffer and its size.
+// One kernel parameter as the binary reports it (cuFuncGetParamInfo, an AMD
+// code object's metadata): its byte offset in the parameter buffer, its
+// size and, where the binary says, whether it is a global buffer.
 struct BinaryParam {
+  enum class Kind { kUnknown, kBuffer, kValue, kOther };
   uint64_t offset;
   uint64_t size;
+  Kind kind = Kind::kUnknown;
 };
 
 // Checks a kernel's declared params against `binary`, the params the binary
-// reports in order: the same count, and each param's ParamSize equal to the
-// binary's size. Offsets are not checked. INVALID_ARGUMENT naming `origin`,
+// reports in order: the same count, each param's ParamSize equal to the
+// binary's size, and where the binary knows kinds, a BUFFER param a global
+// buffer and any other a value. Offsets are not checked. INVALID_ARGUMENT naming `origin`,
 // the kernel and the first mismatching param, e.g. "<origin>: kernel
 // fill_u32 param 1 (value) is U32 (4 bytes) in the manifest but 8 bytes in
 // the binary".

@@ -247,6 +247,36 @@ TEST(ModuleManifestTest, CheckKernelParamsRejectsASizeMismatch) {
                          "in the manifest but 8 bytes in the binary"));
 }
 
+// An AMD code object says which params are global buffers: a manifest
+// that calls a pointer-sized value a BUFFER (or the reverse) is refused,
+// which sizes alone cannot catch.
+TEST(ModuleManifestTest, CheckKernelParamsComparesKindsWhereTheBinaryHasThem) {
+  using Kind = BinaryParam::Kind;
+  EXPECT_TRUE(CheckKernelParams(FillU32(),
+                                {{0, 8, Kind::kBuffer},
+                                 {8, 4, Kind::kValue},
+                                 {16, 8, Kind::kValue}},
+                                kOrigin)
+                  .ok());
+  const absl::Status value_as_buffer = CheckKernelParams(
+      FillU32(),
+      {{0, 8, Kind::kValue}, {8, 4, Kind::kValue}, {16, 8, Kind::kValue}},
+      kOrigin);
+  EXPECT_EQ(value_as_buffer.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(value_as_buffer.message(),
+            absl::StrCat(kOrigin,
+                         ": kernel fill_u32 param 0 (out) is BUFFER in the "
+                         "manifest but a value in the binary"));
+  const absl::Status buffer_as_value = CheckKernelParams(
+      FillU32(),
+      {{0, 8, Kind::kBuffer}, {8, 4, Kind::kValue}, {16, 8, Kind::kBuffer}},
+      kOrigin);
+  EXPECT_EQ(buffer_as_value.message(),
+            absl::StrCat(kOrigin,
+                         ": kernel fill_u32 param 2 (n) is U64 in the "
+                         "manifest but a global buffer in the binary"));
+}
+
 TEST(ModuleManifestTest, CheckKernelParamsComparesBytesSizes) {
   v1::KernelManifest kernel;
   kernel.set_name("k");

@@ -148,7 +148,10 @@ absl::Status ServerCore::ListDevices(const v1::ListDevicesRequest&,
     }
     d->set_max_threads_per_block(info.max_threads_per_block);
     d->set_max_shared_memory_bytes(info.max_shared_memory_bytes);
-    d->set_wait_value_mode(info.supports_wait_value ? "native" : "daemon");
+    d->set_wait_value_mode(
+        info.supports_wait_value && info.native_wait_value ? "native"
+                                                           : "daemon");
+    d->set_faults_recoverable(info.faults_recoverable);
   }
   return absl::OkStatus();
 }

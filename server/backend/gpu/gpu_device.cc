@@ -121,6 +121,8 @@ absl::Status GpuDevice::ReadInfo() {
   info_.supports_host_func = true;
   pools_ = p->memory_pools;
   info_.supports_timing = true;
+  info_.native_wait_value = traits().native_wait_value;
+  info_.faults_recoverable = traits().faults_recoverable;
   info_.max_grid = p->max_grid;
   info_.max_block = p->max_block;
   info_.max_threads_per_block = p->max_threads_per_block;

@@ -37,6 +37,9 @@ struct GpuTraits {
   std::vector<std::string> module_extensions;
   // Device memory page: the granularity of faults and of pool growth.
   uint64_t device_page_bytes = uint64_t{2} << 20;
+  // DeviceInfo::native_wait_value and faults_recoverable of its devices.
+  bool native_wait_value = true;
+  bool faults_recoverable = true;
 };
 
 // The properties GpuDevice reads once, when it opens a device.
@@ -65,10 +68,14 @@ struct GpuFunctionLimits {
   uint32_t allowed_dynamic_shared_bytes = 0;
 };
 
-// One kernel parameter of the binary: where it goes in the argument block.
+// One kernel parameter of the binary: where it goes in the argument block,
+// and, where the binary says (AMD code objects do, CUDA's do not), whether
+// it is a global buffer or a value.
 struct GpuParamInfo {
+  enum class Kind { kUnknown, kGlobalBuffer, kByValue, kOther };
   size_t offset = 0;
   size_t size = 0;
+  Kind kind = Kind::kUnknown;
 };
 
 // Every call returns OK or a status that names the vendor's call and error

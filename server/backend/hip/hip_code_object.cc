@@ -1,0 +1,218 @@
+// Offload bundles, ELF notes and the AMDGPU metadata map.
+#include "server/backend/hip/hip_code_object.h"
+
+#define MSGPACK_NO_BOOST
+#include <cstring>
+#include <msgpack.hpp>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace gpustream::backend {
+namespace {
+
+constexpr absl::string_view kBundleMagic = "__CLANG_OFFLOAD_BUNDLE__";
+constexpr uint16_t kElfMachineAmdgpu = 224;   // EM_AMDGPU
+constexpr uint32_t kNoteAmdgpuMetadata = 32;  // NT_AMDGPU_METADATA
+constexpr uint32_t kSectionNote = 7;          // SHT_NOTE
+
+// Reads a little-endian T at `offset`, if `data` holds it.
+template <typename T>
+bool ReadAt(absl::string_view data, uint64_t offset, T* out) {
+  if (offset > data.size() || data.size() - offset < sizeof(T)) return false;
+  std::memcpy(out, data.data() + offset, sizeof(T));
+  return true;
+}
+
+bool IsAmdgpuElf(absl::string_view data) {
+  uint16_t machine = 0;
+  return data.size() >= 64 &&
+         data.substr(0, 4) ==
+             "\x7f"
+             "ELF" &&
+         data[4] == 2 /* ELFCLASS64 */ && data[5] == 1 /* little-endian */ &&
+         ReadAt(data, 18, &machine) && machine == kElfMachineAmdgpu;
+}
+
+// "hipv4-amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-" → "gfx90a"; empty for
+// an entry that is not AMD device code (the host's).
+absl::string_view Processor(absl::string_view triple) {
+  const size_t dashes = triple.find("--");
+  if (dashes == absl::string_view::npos ||
+      !absl::StrContains(triple.substr(0, dashes), "amdgcn-amd-amdhsa")) {
+    return {};
+  }
+  absl::string_view target = triple.substr(dashes + 2);
+  return target.substr(0, target.find(':'));
+}
+
+absl::Status Malformed(absl::string_view what) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("malformed AMD code object: ", what));
+}
+
+// msgpack map lookups: nullptr when absent or not of the type.
+const msgpack::object* Find(const msgpack::object& map, absl::string_view key) {
+  if (map.type != msgpack::type::MAP) return nullptr;
+  for (uint32_t i = 0; i < map.via.map.size; ++i) {
+    const msgpack::object_kv& kv = map.via.map.ptr[i];
+    if (kv.key.type == msgpack::type::STR &&
+        absl::string_view(kv.key.via.str.ptr, kv.key.via.str.size) == key) {
+      return &kv.val;
+    }
+  }
+  return nullptr;
+}
+
+bool AsString(const msgpack::object* o, std::string* out) {
+  if (o == nullptr || o->type != msgpack::type::STR) return false;
+  out->assign(o->via.str.ptr, o->via.str.size);
+  return true;
+}
+
+bool AsUint(const msgpack::object* o, uint64_t* out) {
+  if (o == nullptr || o->type != msgpack::type::POSITIVE_INTEGER) return false;
+  *out = o->via.u64;
+  return true;
+}
+
+absl::StatusOr<std::vector<AmdKernel>> ParseMetadata(absl::string_view blob) {
+  // Bounded: the note is the compiler's, but a module file is the user's.
+  const msgpack::unpack_limit limit(/*array=*/1 << 16, /*map=*/1 << 16,
+                                    /*str=*/1 << 20, /*bin=*/1 << 20,
+                                    /*ext=*/1 << 20, /*depth=*/32);
+  msgpack::object_handle handle;
+  try {
+    handle = msgpack::unpack(blob.data(), blob.size(), nullptr, nullptr, limit);
+  } catch (const std::exception& e) {
+    return Malformed(absl::StrCat("metadata is not msgpack: ", e.what()));
+  }
+  const msgpack::object* kernels = Find(handle.get(), "amdhsa.kernels");
+  if (kernels == nullptr || kernels->type != msgpack::type::ARRAY) {
+    return Malformed("metadata has no amdhsa.kernels");
+  }
+  std::vector<AmdKernel> out;
+  for (uint32_t k = 0; k < kernels->via.array.size; ++k) {
+    const msgpack::object& entry = kernels->via.array.ptr[k];
+    AmdKernel kernel;
+    if (!AsString(Find(entry, ".name"), &kernel.name)) {
+      return Malformed(absl::StrCat("kernel ", k, " has no .name"));
+    }
+    uint64_t value = 0;
+    if (AsUint(Find(entry, ".max_flat_workgroup_size"), &value)) {
+      kernel.max_flat_workgroup_size = static_cast<uint32_t>(value);
+    }
+    if (AsUint(Find(entry, ".group_segment_fixed_size"), &value)) {
+      kernel.group_segment_fixed_size = static_cast<uint32_t>(value);
+    }
+    const msgpack::object* args = Find(entry, ".args");
+    if (args != nullptr && args->type != msgpack::type::ARRAY) {
+      return Malformed(absl::StrCat("kernel ", kernel.name, ": .args"));
+    }
+    for (uint32_t a = 0; args != nullptr && a < args->via.array.size; ++a) {
+      const msgpack::object& arg = args->via.array.ptr[a];
+      AmdKernelArg parsed;
+      if (!AsUint(Find(arg, ".offset"), &parsed.offset) ||
+          !AsUint(Find(arg, ".size"), &parsed.size) ||
+          !AsString(Find(arg, ".value_kind"), &parsed.value_kind)) {
+        return Malformed(absl::StrCat("kernel ", kernel.name, ": argument ", a,
+                                      " lacks .offset, .size or .value_kind"));
+      }
+      if (absl::StartsWith(parsed.value_kind, "hidden_")) continue;
+      kernel.args.push_back(std::move(parsed));
+    }
+    out.push_back(std::move(kernel));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<absl::string_view> AmdCodeObjectFor(absl::string_view image,
+                                                   absl::string_view arch) {
+  if (IsAmdgpuElf(image)) return image;
+  if (!absl::StartsWith(image, kBundleMagic)) {
+    return absl::InvalidArgumentError(
+        "not an AMD code object or clang offload bundle");
+  }
+  uint64_t count = 0;
+  uint64_t at = kBundleMagic.size();
+  if (!ReadAt(image, at, &count) || count > 4096) {
+    return Malformed("offload bundle header");
+  }
+  at += 8;
+  std::vector<std::string> targets;
+  for (uint64_t i = 0; i < count; ++i) {
+    uint64_t offset = 0, size = 0, triple_size = 0;
+    if (!ReadAt(image, at, &offset) || !ReadAt(image, at + 8, &size) ||
+        !ReadAt(image, at + 16, &triple_size) ||
+        triple_size >
+            image.size() - std::min<uint64_t>(at + 24, image.size())) {
+      return Malformed(absl::StrCat("offload bundle entry ", i));
+    }
+    const absl::string_view triple = image.substr(at + 24, triple_size);
+    at += 24 + triple_size;
+    if (offset > image.size() || size > image.size() - offset) {
+      return Malformed(absl::StrCat("offload bundle entry ", triple));
+    }
+    const absl::string_view processor = Processor(triple);
+    if (processor.empty()) continue;
+    if (processor == arch) return image.substr(offset, size);
+    targets.emplace_back(processor);
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "the offload bundle has no code object for ", arch, " (it has ",
+      targets.empty() ? "none" : absl::StrJoin(targets, ", "), ")"));
+}
+
+absl::StatusOr<std::vector<AmdKernel>> ReadAmdKernels(
+    absl::string_view code_object) {
+  if (!IsAmdgpuElf(code_object)) return Malformed("not an AMDGPU ELF");
+  uint64_t section_table = 0;
+  uint16_t entry_size = 0, sections = 0;
+  if (!ReadAt(code_object, 40, &section_table) ||
+      !ReadAt(code_object, 58, &entry_size) ||
+      !ReadAt(code_object, 60, &sections) || entry_size < 64) {
+    return Malformed("ELF header");
+  }
+  for (uint16_t s = 0; s < sections; ++s) {
+    const uint64_t header = section_table + uint64_t{s} * entry_size;
+    uint32_t type = 0;
+    uint64_t offset = 0, size = 0;
+    if (!ReadAt(code_object, header + 4, &type) ||
+        !ReadAt(code_object, header + 24, &offset) ||
+        !ReadAt(code_object, header + 32, &size)) {
+      return Malformed("ELF section header");
+    }
+    if (type != kSectionNote) continue;
+    if (offset > code_object.size() || size > code_object.size() - offset) {
+      return Malformed("ELF note section");
+    }
+    const absl::string_view notes = code_object.substr(offset, size);
+    // Each note: namesz, descsz, type, then the name and the description,
+    // each padded to 4 bytes.
+    for (uint64_t at = 0; at + 12 <= notes.size();) {
+      uint32_t name_size = 0, desc_size = 0, note_type = 0;
+      ReadAt(notes, at, &name_size);
+      ReadAt(notes, at + 4, &desc_size);
+      ReadAt(notes, at + 8, &note_type);
+      const uint64_t name_at = at + 12;
+      const uint64_t desc_at = name_at + (uint64_t{name_size} + 3) / 4 * 4;
+      const uint64_t next = desc_at + (uint64_t{desc_size} + 3) / 4 * 4;
+      if (desc_at > notes.size() || desc_size > notes.size() - desc_at) {
+        return Malformed("ELF note");
+      }
+      const absl::string_view name = notes.substr(name_at, name_size);
+      if (note_type == kNoteAmdgpuMetadata &&
+          (name == absl::string_view("AMDGPU\0", 7) || name == "AMDGPU")) {
+        return ParseMetadata(notes.substr(desc_at, desc_size));
+      }
+      at = next;
+    }
+  }
+  return Malformed("no AMDGPU metadata note (a code object v3 or newer)");
+}
+
+}  // namespace gpustream::backend

@@ -1,0 +1,56 @@
+// Loading the HIP runtime library and resolving its entry points.
+#include "server/backend/hip/hip_driver.h"
+
+#include <dlfcn.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace gpustream::backend {
+
+std::vector<std::string> HipDriver::DefaultPaths() {
+  return {"libamdhip64.so.6", "libamdhip64.so.5"};
+}
+
+absl::StatusOr<std::unique_ptr<HipDriver>> HipDriver::Load(
+    const std::vector<std::string>& paths) {
+  void* handle = nullptr;
+  std::string path;
+  std::vector<std::string> failures;
+  for (const std::string& candidate : paths) {
+    // RTLD_LOCAL: the runtime's symbols never satisfy anything else's.
+    handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle != nullptr) {
+      path = candidate;
+      break;
+    }
+    const char* why = dlerror();
+    failures.push_back(why != nullptr ? why : candidate + ": dlopen failed");
+  }
+  if (handle == nullptr) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot load the HIP runtime library (", absl::StrJoin(paths, ", "),
+        "): ", absl::StrJoin(failures, "; ")));
+  }
+  auto driver = std::make_unique<HipDriver>();
+  driver->path = path;
+#define GPUSTREAM_HIP_RESOLVE(name, ret, params)                       \
+  driver->name =                                                       \
+      reinterpret_cast<decltype(driver->name)>(dlsym(handle, #name));  \
+  if (driver->name == nullptr && !hipapi::IsOptional(#name)) {         \
+    dlclose(handle);                                                   \
+    return absl::UnimplementedError(absl::StrCat(                      \
+        "the HIP runtime ", path,                                      \
+        " does not provide " #name " (ROCm 5.2 or newer is needed)")); \
+  }
+  GPUSTREAM_HIP_ENTRY_POINTS(GPUSTREAM_HIP_RESOLVE)
+#undef GPUSTREAM_HIP_RESOLVE
+  if (driver->hipRuntimeGetVersion(&driver->version) != hipapi::kSuccess) {
+    driver->version = 0;
+  }
+  // The handle is deliberately kept open for the process's lifetime.
+  return driver;
+}
+
+}  // namespace gpustream::backend
