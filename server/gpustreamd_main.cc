@@ -41,8 +41,9 @@ ABSL_FLAG(std::vector<std::string>, listen, {"unix:/tmp/gpustreamd.sock"},
           "loopback, authenticates nobody unless tenants are configured "
           "(--config)");
 ABSL_FLAG(std::string, backend, "auto",
-          "auto | cpu | cuda | hip. auto picks a GPU backend whose driver "
-          "loads, else the embedded CPU backend");
+          "auto | cpu | cuda | hip. auto tries CUDA, then HIP, and takes the "
+          "first whose driver loads and has a device, else the embedded CPU "
+          "backend");
 ABSL_FLAG(std::vector<std::string>, modules, {},
           "Folders of extra kernel modules (CPU: *.so exporting "
           "gpustream_cpu_module, see kernels/cpu/gpustream_cpu_module.h). "
@@ -54,6 +55,10 @@ ABSL_FLAG(std::string, cuda_driver, "libcuda.so.1",
           "The CUDA driver library the cuda backend loads: a file name "
           "searched as dlopen does, or a path (tests point it at the fake "
           "driver)");
+ABSL_FLAG(std::string, hip_runtime, "",
+          "The HIP runtime library the hip backend loads: a file name "
+          "searched as dlopen does, or a path (tests point it at the fake "
+          "runtime); empty: libamdhip64.so.6, then libamdhip64.so.5");
 ABSL_FLAG(uint64_t, cpu_memory_bytes, uint64_t{1} << 30,
           "Device memory of the CPU backend, in bytes");
 ABSL_FLAG(uint32_t, lease_seconds, 60,
@@ -387,6 +392,7 @@ int Run(int argc, char** argv) {
   backend_options.backend = flag_or_config(
       "backend", absl::GetFlag(FLAGS_backend), config->backend());
   backend_options.cuda_driver = absl::GetFlag(FLAGS_cuda_driver);
+  backend_options.hip_runtime = absl::GetFlag(FLAGS_hip_runtime);
   backend_options.cpu.memory_limit_bytes =
       flag_or_config("cpu_memory_bytes", absl::GetFlag(FLAGS_cpu_memory_bytes),
                      config->cpu_memory_bytes());

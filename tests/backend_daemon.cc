@@ -25,6 +25,10 @@ bool IsCuda(const std::string& backend) {
   return BaseBackend(backend) == "cuda" || BaseBackend(backend) == "cuda_fake";
 }
 
+bool IsHip(const std::string& backend) {
+  return BaseBackend(backend) == "hip" || BaseBackend(backend) == "hip_fake";
+}
+
 absl::Status BackendAvailable(const std::string& backend) {
   static auto* known = new std::map<std::string, absl::Status>();
   const std::string base = BaseBackend(backend);

@@ -22,8 +22,13 @@ namespace gpustream::testing {
 // holds a queue's work behind a flag wait (wait_value_mode "daemon").
 inline constexpr char kCudaFakeNoWaitValue[] = "cuda_fake_no_wait_value";
 
-// Whether `backend` drives a CUDA device (the fake driver or a real one).
+// Whether `backend` drives a CUDA device (the fake driver or a real one),
+// an AMD one through HIP (the fake runtime or a real one), or either.
 bool IsCuda(const std::string& backend);
+bool IsHip(const std::string& backend);
+inline bool IsGpu(const std::string& backend) {
+  return IsCuda(backend) || IsHip(backend);
+}
 
 // OK where `backend` (a name of BackendsUnderTest() or kCudaFakeNoWaitValue)
 // must run here; else why it is absent (conformance::AbsentReason: no CUDA
@@ -59,6 +64,8 @@ class BackendDaemonTest : public ::testing::TestWithParam<std::string> {
   const std::string& backend() const { return GetParam(); }
   bool on_cpu() const { return GetParam() == "cpu"; }
   bool on_cuda() const { return IsCuda(GetParam()); }
+  bool on_hip() const { return IsHip(GetParam()); }
+  bool on_gpu() const { return IsGpu(GetParam()); }
 
   std::unique_ptr<DaemonProcess> daemon_;
 };

@@ -67,7 +67,9 @@ class EndToEndTest : public ::testing::TestWithParam<BackendAndTransport> {
   const std::string& backend() const { return std::get<0>(GetParam()); }
   // The backend's name as the daemon reports it.
   std::string reported_backend() const {
-    return testing::IsCuda(backend()) ? "cuda" : backend();
+    return testing::IsCuda(backend())  ? "cuda"
+           : testing::IsHip(backend()) ? "hip"
+                                       : backend();
   }
   std::string target() const {
     return std::get<1>(GetParam()) ? daemon_->tcp_target()
@@ -206,6 +208,10 @@ TEST_P(EndToEndTest, EveryUnaryOperationDoesWhatItSays) {
   const v1::Device& device = devices.devices(0);
   EXPECT_EQ(device.backend(), reported_backend());
   EXPECT_GT(device.total_memory_bytes(), 0u);
+  // ROCm 5.x's runtime aborts the process on a kernel fault.
+  EXPECT_EQ(device.faults_recoverable(), !testing::IsHip(backend()));
+  EXPECT_EQ(device.wait_value_mode(),
+            testing::IsHip(backend()) ? "daemon" : "native");
   v1::ListModulesResponse modules;
   ASSERT_TRUE(
       Unary(&Stub::ListModules, v1::ListModulesRequest(), &modules).ok());
@@ -537,6 +543,17 @@ TEST_P(DeviceWorkTest, KernelFaultIsContainedAndTheDaemonServesOn) {
   // not fault on a GPU: it may land in the same page as other memory).
   q.launch("samples", "trap", {1}, {1}, {});
   const absl::Status fault = q.synchronize(absl::Seconds(10));
+  if (on_hip()) {
+    // ROCm 5.x's runtime aborts the process on a kernel fault (ListDevices
+    // says faults_recoverable false): every connection drops, and the
+    // daemon is gone for its supervisor (systemd, Kubernetes) to restart.
+    EXPECT_EQ(fault.code(), absl::StatusCode::kUnavailable) << fault;
+    EXPECT_EQ(testing::WaitForExit(daemon_->pid(), absl::Seconds(20)),
+              128 + SIGABRT)
+        << daemon_->log();
+    EXPECT_FALSE((*bystander)->allocate(8).ok());
+    return;
+  }
   if (on_cuda()) {
     // The context is lost: the faulting session ends with ABORTED naming
     // the cause, and so does every other session on the device.

@@ -49,6 +49,20 @@ def cuda_driver():
         return False
 
 
+def hip_device():
+    """Whether a HIP runtime loads here and finds an AMD GPU."""
+    for name in ("libamdhip64.so.6", "libamdhip64.so.5"):
+        try:
+            hip = ctypes.CDLL(name)
+        except OSError:
+            continue
+        count = ctypes.c_int(0)
+        return (hip.hipInit(0) == 0 and
+                hip.hipGetDeviceCount(ctypes.byref(count)) == 0 and
+                count.value > 0)
+    return False
+
+
 def conditions(cuda_build):
     """Which conditions of allowed_skips.txt hold for this build here."""
     held = {"always"}
@@ -58,6 +72,8 @@ def conditions(cuda_build):
         held.add("no-nvcc")
     if not cuda_driver():
         held.add("no-cuda-driver")
+    if not hip_device():
+        held.add("no-hip-device")
     return held
 
 
@@ -78,7 +94,8 @@ def backend_of(case):
     if "/" not in case:
         return "(none)"
     param = case.rsplit("/", 1)[1]
-    for b in ("cuda_fake_no_wait_value", "cuda_fake", "cuda", "cpu"):
+    for b in ("cuda_fake_no_wait_value", "cuda_fake", "cuda", "hip_fake",
+              "hip", "cpu"):
         if param == b or param.startswith(b + "_"):
             return b
     return "(none)"
@@ -165,15 +182,17 @@ def main():
               f"here ({', '.join(sorted(held))}):", file=sys.stderr)
         for b in bad:
             print("  " + b, file=sys.stderr)
-    must_run = ["cpu"] + (["cuda_fake"] if cuda_build else []) + (
-        ["cuda"] if cuda_build and cuda_driver() else [])
+    must_run = ["cpu"] + (["cuda_fake", "hip_fake"] if cuda_build else []) + (
+        ["cuda"] if cuda_build and cuda_driver() else []) + (
+        ["hip"] if hip_device() else [])
     for backend in must_run:
         if ran[backend] == 0:
             failed = True
             print(f"check_skips: no {backend} case ran, but {backend} must "
                   "run on this machine", file=sys.stderr)
     if not cuda_build:
-        for backend in ("cuda", "cuda_fake", "cuda_fake_no_wait_value"):
+        for backend in ("cuda", "cuda_fake", "cuda_fake_no_wait_value",
+                        "hip_fake"):
             if ran[backend]:
                 failed = True
                 print(f"check_skips: {ran[backend]} {backend} cases ran in a "

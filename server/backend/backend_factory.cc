@@ -3,6 +3,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/backend/hip/hip_backend.h"
 
 #ifdef GPUSTREAM_HAS_CUDA
 #include "server/backend/cuda/cuda_backend.h"
@@ -22,6 +24,11 @@ absl::StatusOr<std::vector<std::unique_ptr<Device>>> OpenCuda(
 #endif
 }
 
+absl::StatusOr<std::vector<std::unique_ptr<Device>>> OpenHip(
+    const BackendOptions& options) {
+  return CreateHipDevices(options.hip_runtime);
+}
+
 }  // namespace
 
 bool HasCudaSupport() {
@@ -34,23 +41,28 @@ bool HasCudaSupport() {
 
 absl::StatusOr<Devices> CreateDevices(const BackendOptions& options) {
   Devices out;
-  if (options.backend == "cuda" || options.backend == "auto") {
-    auto cuda = OpenCuda(options);
-    if (cuda.ok()) {
-      out.devices = *std::move(cuda);
+  const bool automatic = options.backend == "auto";
+  std::vector<std::string> skipped;
+  struct Gpu {
+    const char* name;
+    absl::StatusOr<std::vector<std::unique_ptr<Device>>> (*open)(
+        const BackendOptions&);
+  };
+  for (const Gpu& gpu : {Gpu{"cuda", &OpenCuda}, Gpu{"hip", &OpenHip}}) {
+    if (!automatic && options.backend != gpu.name) continue;
+    auto devices = gpu.open(options);
+    if (devices.ok()) {
+      out.devices = *std::move(devices);
+      out.fallback_reason = absl::StrJoin(skipped, "; ");
       return out;
     }
-    if (options.backend == "cuda") return cuda.status();
-    out.fallback_reason = std::string(cuda.status().message());
+    if (!automatic) return devices.status();
+    skipped.push_back(absl::StrCat(gpu.name, ": ", devices.status().message()));
   }
-  if (options.backend == "cpu" || options.backend == "auto") {
+  if (options.backend == "cpu" || automatic) {
     out.devices.push_back(std::make_unique<CpuDevice>(options.cpu));
+    out.fallback_reason = absl::StrJoin(skipped, "; ");
     return out;
-  }
-  if (options.backend == "hip") {
-    return absl::UnimplementedError(
-        "--backend=hip: this build has no HIP backend yet; use --backend=cpu "
-        "or --backend=cuda");
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "--backend=", options.backend, ": expected auto, cpu, cuda or hip"));

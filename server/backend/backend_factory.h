@@ -17,6 +17,8 @@ struct BackendOptions {
   CpuDeviceOptions cpu;
   // The CUDA driver library: a file name dlopen searches for, or a path.
   std::string cuda_driver = "libcuda.so.1";
+  // The HIP runtime library, likewise; empty: libamdhip64.so.6, then .so.5.
+  std::string hip_runtime;
 };
 
 // Whether this build has the CUDA backend (a CUDA toolkit was found when it
@@ -25,15 +27,16 @@ bool HasCudaSupport();
 
 struct Devices {
   std::vector<std::unique_ptr<Device>> devices;
-  // For "auto": why no GPU backend was chosen (empty if one was).
+  // For "auto": why each GPU backend tried before the chosen one was
+  // skipped ("cuda: ...; hip: ..."; empty if the first was chosen).
   std::string fallback_reason;
 };
 
-// The devices of the chosen backend, ids in vector order. "auto" picks the
-// first GPU backend whose driver loads and has a device, else the CPU.
-// INVALID_ARGUMENT for an unknown name; UNAVAILABLE naming the library for
-// "cuda" without a usable driver; UNIMPLEMENTED for a backend this build
-// lacks.
+// The devices of the chosen backend, ids in vector order. "auto" tries CUDA,
+// then HIP, and takes the first whose driver loads and has a device, else
+// the CPU. INVALID_ARGUMENT for an unknown name; UNAVAILABLE naming the
+// library for "cuda" or "hip" without a usable driver; UNIMPLEMENTED for a
+// backend this build lacks.
 absl::StatusOr<Devices> CreateDevices(const BackendOptions& options);
 
 }  // namespace gpustream::backend

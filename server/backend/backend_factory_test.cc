@@ -40,11 +40,35 @@ TEST(BackendFactoryTest, CudaWithoutDriverFailsNamingTheLibrary) {
   }
 }
 
-TEST(BackendFactoryTest, UnknownAndAbsentBackends) {
-  EXPECT_EQ(CreateDevices({.backend = "tpu"}).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(CreateDevices({.backend = "hip"}).status().code(),
-            absl::StatusCode::kUnimplemented);
+TEST(BackendFactoryTest, UnknownBackendIsInvalid) {
+  const absl::Status status = CreateDevices({.backend = "tpu"}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "--backend=tpu: expected auto, cpu, cuda or hip");
+}
+
+TEST(BackendFactoryTest, HipWithoutRuntimeFailsNamingTheLibrary) {
+  auto devices = CreateDevices(
+      {.backend = "hip", .hip_runtime = "/nonexistent/libamdhip64.so.5"});
+  EXPECT_EQ(devices.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(absl::StrContains(devices.status().message(),
+                                "/nonexistent/libamdhip64.so.5"))
+      << devices.status();
+}
+
+// "auto" tries CUDA, then HIP, and says why it skipped each.
+TEST(BackendFactoryTest, AutoSaysWhyEachGpuBackendWasSkipped) {
+  auto devices =
+      CreateDevices({.backend = "auto",
+                     .cuda_driver = "/nonexistent/libcuda.so.1",
+                     .hip_runtime = "/nonexistent/libamdhip64.so.5"});
+  ASSERT_TRUE(devices.ok()) << devices.status();
+  EXPECT_EQ(devices->devices.at(0)->info().backend, "cpu");
+  EXPECT_TRUE(absl::StartsWith(devices->fallback_reason, "cuda: "))
+      << devices->fallback_reason;
+  EXPECT_TRUE(absl::StrContains(devices->fallback_reason,
+                                "; hip: cannot load the HIP runtime library "
+                                "(/nonexistent/libamdhip64.so.5)"))
+      << devices->fallback_reason;
 }
 
 }  // namespace

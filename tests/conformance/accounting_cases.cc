@@ -142,6 +142,12 @@ TEST_P(DeviceConformanceTest, CountersSettleAfterAFault) {
   auto account = std::make_shared<WorkAccount>("tenant");
   auto q = AccountQueue(*device_, account);
   auto counter = Alloc(8);
+  if (FaultKillsTheProcess([&] {
+        (void)q->Launch(K("trap"), {{1}, {1}}, {});
+        (void)Sync(*q);
+      })) {
+    return;
+  }
   ASSERT_TRUE(q->Launch(K("spin_ns"), {{1}, {1}}, {uint64_t{5'000'000}}).ok());
   ASSERT_TRUE(q->Launch(K("trap"), {{1}, {1}}, {}).ok());
   // Enqueued behind the fault; may be refused at once once it is known.

@@ -12,22 +12,28 @@
 namespace gpustream::conformance {
 
 // "cpu"; "cuda_fake": the CUDA backend on //tests/fake_cuda's driver;
-// "cuda": the CUDA backend on the machine's real driver (libcuda.so.1).
+// "cuda": the CUDA backend on the machine's real driver (libcuda.so.1);
+// "hip_fake": the HIP backend on //tests/fake_hip's runtime; "hip": the HIP
+// backend on the machine's real runtime (libamdhip64).
 std::vector<std::string> BackendsUnderTest();
 
 // The path of libfakecuda.so in the test's runfiles ("" in a build without
 // CUDA support).
 std::string FakeCudaDriverPath();
+// The path of libfakehip.so likewise (built where libfakecuda.so is).
+std::string FakeHipRuntimePath();
 
 // The daemon flags that select `backend` ({"--backend=cpu"}, ...).
 std::vector<std::string> DaemonFlagsFor(const std::string& backend);
 
 // Why `backend` is absent here, for GTEST_SKIP(); OK where its cases must
-// run. Absent means only: a CUDA backend in a build without CUDA support,
-// or (real "cuda") no libcuda.so.1 that the dynamic loader finds, as a
-// user's process would look for it. Anything else that keeps a present
-// backend from opening is a failure of the case, never a skip: a green run
-// must prove that every backend present ran.
+// run. Absent means only: a fake in a build without CUDA support (the
+// fakes need cuda.h), a CUDA backend in such a build, (real "cuda") no
+// libcuda.so.1 that the dynamic loader finds, as a user's process would
+// look for it, or (real "hip") no libamdhip64 it finds, or one that finds
+// no device (Debian installs the runtime with its headers). Anything else that
+// keeps a present backend from opening is a failure of the case, never a skip:
+// a green run must prove that every backend present ran.
 absl::Status AbsentReason(const std::string& backend);
 
 // Device 0 of `backend` (present: AbsentReason is OK); an error is a test

@@ -6,6 +6,7 @@
 #ifndef GPUSTREAM_TESTS_CONFORMANCE_DEVICE_CONFORMANCE_H_
 #define GPUSTREAM_TESTS_CONFORMANCE_DEVICE_CONFORMANCE_H_
 
+#include <csignal>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -49,6 +50,18 @@ class DeviceConformanceTest : public ::testing::TestWithParam<std::string> {
   }
 
   bool IsCpu() const { return GetParam() == "cpu"; }
+
+  // Where a kernel fault takes the whole process down (faults_recoverable
+  // false: ROCm 5.x's runtime aborts), proves that `fault` does, in a child
+  // (a death test), and returns true: the case has nothing more to check.
+  // False where faults are recoverable: the caller goes on.
+  template <typename F>
+  bool FaultKillsTheProcess(F fault) {
+    if (device_->info().faults_recoverable) return false;
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(fault(), ::testing::KilledBySignal(SIGABRT), "");
+    return true;
+  }
 
   const Kernel& K(const char* name) { return **samples_->FindKernel(name); }
 

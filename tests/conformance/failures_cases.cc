@@ -27,11 +27,17 @@ TEST_P(DeviceConformanceTest, FaultIsStickyAndSkipsLaterWorkAndWaits) {
   // Another session's queue whose kernel has completed: not a suspect.
   auto bystander = NewQueue(kBystander);
   auto counter = Alloc(8);
-  ASSERT_TRUE(bystander
-                  ->Launch(K("add_u64"), {{1}, {1}},
-                           {BufferArg{counter}, uint64_t{0}})
-                  .ok());
+  ASSERT_TRUE(
+      bystander
+          ->Launch(K("add_u64"), {{1}, {1}}, {BufferArg{counter}, uint64_t{0}})
+          .ok());
   ASSERT_TRUE(Sync(*bystander).ok());
+  if (FaultKillsTheProcess([&] {
+        (void)q->Launch(K("trap"), {{1}, {1}}, {});
+        (void)Sync(*q);
+      })) {
+    return;
+  }
   auto flag = *device_->CreateFlag();
   // The fault comes after the wait below is enqueued: it is found
   // asynchronously, as on a GPU.

@@ -4,6 +4,8 @@
 // uses a context only after cuCtxSetCurrent on that thread.
 #include "tests/fake_cuda/fake_context.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -93,6 +95,14 @@ void DrainContext(Context& ctx) {
 }
 
 void Context::Fault(CUresult error) {
+  if (GetSkin().fault_aborts) {
+    std::fprintf(stderr,
+                 "%s: device work faulted (error %d): a queue error aborts "
+                 "the process, as ROCm 5.2's runtime does\n",
+                 GetSkin().library, static_cast<int>(error));
+    std::fflush(stderr);
+    std::abort();
+  }
   CUresult expected = CUDA_SUCCESS;
   if (!sticky_.compare_exchange_strong(expected, error,
                                        std::memory_order_acq_rel)) {

@@ -163,6 +163,28 @@ void ReleaseEvents(const Context* ctx);   // fake_event.cc
 void ReleaseMemory(const Context* ctx);   // fake_memory.cc
 void ReleaseModules(const Context* ctx);  // fake_module.cc
 
+// Loads a module of the kernels (with CPU twins) that `image` names, into
+// the current context, without checking its format: for a skin that checked
+// the image for its own device (fake_module.cc). CUDA_ERROR_INVALID_IMAGE
+// when it names no kernel with a twin.
+CUresult LoadTwinModule(const char* image, size_t size, CUmodule* module);
+
+// What differs when the emulated device is served as another vendor's
+// runtime (tests/fake_hip). Set by that skin before the first cuInit;
+// libfakecuda keeps the defaults. Not thread-safe before init.
+struct Skin {
+  const char* library = "libfakecuda";  // In messages.
+  // The hardware queues streams share: the variable and its default
+  // (HIP: GPU_MAX_HW_QUEUES, 4).
+  const char* connections_env = "CUDA_DEVICE_MAX_CONNECTIONS";
+  int default_connections = 8;
+  // A fault of device work aborts the process (ROCm 5.2's runtime does)
+  // instead of becoming the context's sticky error.
+  bool fault_aborts = false;
+};
+void SetSkin(const Skin& skin);
+const Skin& GetSkin();
+
 }  // namespace fakecuda
 
 #endif  // TESTS_FAKE_CUDA_FAKE_CONTEXT_H_

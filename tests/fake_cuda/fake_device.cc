@@ -43,8 +43,8 @@ bool ParseEnv(const char* name, uint64_t min, uint64_t max, uint64_t* out) {
 // [1, 32]; above 32 is 32; anything else (unset, malformed, below 1) is the
 // default 8.
 int MaxConnections() {
-  constexpr int kDefault = 8;
-  const char* text = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  const int kDefault = GetSkin().default_connections;
+  const char* text = std::getenv(GetSkin().connections_env);
   if (text == nullptr) return kDefault;
   char* end = nullptr;
   const long value = std::strtol(text, &end, 10);
@@ -55,6 +55,13 @@ int MaxConnections() {
 }  // namespace
 
 const Config* GetConfig() { return g_config.load(std::memory_order_acquire); }
+
+namespace {
+Skin g_skin;
+}  // namespace
+
+void SetSkin(const Skin& skin) { g_skin = skin; }
+const Skin& GetSkin() { return g_skin; }
 
 void SetInHostFunction(bool in_host_function) {
   t_in_host_function = in_host_function;

@@ -276,8 +276,16 @@ CUresult Fake_cuModuleLoadData(CUmodule* module, const void* image) {
       r != CUDA_SUCCESS) {
     return r;
   }
-  std::vector<const Twin*> twins =
-      TwinsIn({reinterpret_cast<const char*>(bytes), size});
+  return LoadTwinModule(reinterpret_cast<const char*>(bytes), size, module);
+}
+
+CUresult LoadTwinModule(const char* image, size_t size, CUmodule* module) {
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = CurrentContext(Sticky::kFail, &ctx); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (module == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::vector<const Twin*> twins = TwinsIn({image, size});
   if (twins.empty()) return CUDA_ERROR_INVALID_IMAGE;
   const uintptr_t handle =
       Modules().Add(std::make_shared<Module>(ctx, std::move(twins)));

@@ -23,8 +23,11 @@ namespace {
 // polling (queues say what they need: GpuQueueCore::Tick).
 constexpr absl::Duration kTickPeriod = absl::Microseconds(250);
 
-// The context current on this thread, and the epoch it was made current in.
-thread_local const void* current_device = nullptr;
+// The context current on this thread, and the device (by instance number:
+// an address may be reused by a later device, whose driver's first context
+// may have the same handle) and epoch it was made current for.
+std::atomic<uint64_t> next_instance{1};
+thread_local uint64_t current_device = 0;
 thread_local GpuContextHandle current_context = nullptr;
 thread_local uint64_t current_epoch = 0;
 
@@ -91,16 +94,18 @@ GpuDevice::~GpuDevice() {
   driver_->PrimaryContextRelease(ordinal_).IgnoreError();
 }
 
+uint64_t GpuDevice::NextInstance() { return next_instance.fetch_add(1); }
+
 absl::Status GpuDevice::MakeCurrent() {
   const uint64_t epoch = this->epoch();
   const GpuContextHandle context = context_.load(std::memory_order_acquire);
-  if (current_device == this && current_context == context &&
+  if (current_device == instance_ && current_context == context &&
       current_epoch == epoch) {
     return absl::OkStatus();
   }
   absl::Status s = driver_->SetCurrent(context);
   if (s.ok()) {
-    current_device = this;
+    current_device = instance_;
     current_context = context;
     current_epoch = epoch;
   }

@@ -171,6 +171,7 @@ class GpuDevice : public Device {
             EmbeddedModule samples)
       : driver_(std::move(driver)),
         ordinal_(ordinal),
+        instance_(NextInstance()),
         samples_(std::move(samples)),
         admission_(GpuAdmission::kDefaultBudget,
                    [this] {
@@ -181,6 +182,7 @@ class GpuDevice : public Device {
         events_(this),
         staging_(this),
         slots_(this) {}
+  static uint64_t NextInstance();
   absl::Status ReadInfo();
   // Check()'s slow path.
   absl::Status CheckFailed(absl::Status status);
@@ -196,6 +198,7 @@ class GpuDevice : public Device {
 
   const std::shared_ptr<const GpuDriver> driver_;
   const int ordinal_;
+  const uint64_t instance_;  // Unique in the process (MakeCurrent's cache).
   const EmbeddedModule samples_;
   // Replaced by Recover() while other threads (stats, queues) make it
   // current.

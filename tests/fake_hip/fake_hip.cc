@@ -1,0 +1,566 @@
+// libfakehip.so: the emulated device of libfakecuda served as HIP's runtime
+// (libamdhip64): the plain hip* symbols a client dlsyms, each translated to
+// the emulation's entry point, with HIP's differences modelled where they
+// matter to a client:
+// - images are AMD code objects or clang offload bundles, loaded only with
+//   code for the device's architecture (FAKEHIP_ARCH, default gfx90a);
+// - a fault of device work aborts the process, as ROCm 5.2's runtime does
+//   (FAKEHIP_FAULT_ABORTS, default 1; 0 makes it the context's sticky
+//   error, as with CUDA);
+// - hipDevicePrimaryCtxReset is a no-op (ROCm 5.2);
+// - streams share GPU_MAX_HW_QUEUES hardware queues (default 4);
+// - stream priorities range from 1 (least) to -1 (greatest).
+// Every hazard of the emulation (shared hardware queues, synchronizing
+// frees, page-granular faults, handles after a reset, host-function rules)
+// holds as it does for libfakecuda; its FAKECUDA_* knobs apply.
+//
+// The exported signatures are the ones server/backend/hip/hip_api.h
+// declares, which hip_api_check.cc proves against HIP's headers.
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "server/backend/hip/hip_api.h"
+#include "tests/fake_cuda/fake_api.h"
+#include "tests/fake_cuda/fake_context.h"
+
+namespace {
+
+namespace api = gpustream::backend::hipapi;
+using api::Error;
+
+// HIP mirrors CUDA's numbering for the codes both have; the emulation's
+// other codes are device faults (fatal on HIP too) or HIP's catch-all.
+Error ToHip(CUresult r) {
+  switch (r) {
+    case CUDA_SUCCESS:
+    case CUDA_ERROR_INVALID_VALUE:
+    case CUDA_ERROR_OUT_OF_MEMORY:
+    case CUDA_ERROR_NOT_INITIALIZED:
+    case CUDA_ERROR_DEINITIALIZED:
+    case CUDA_ERROR_NO_DEVICE:
+    case CUDA_ERROR_INVALID_DEVICE:
+    case CUDA_ERROR_INVALID_IMAGE:
+    case CUDA_ERROR_INVALID_CONTEXT:
+    case CUDA_ERROR_NO_BINARY_FOR_GPU:
+    case CUDA_ERROR_INVALID_HANDLE:
+    case CUDA_ERROR_NOT_FOUND:
+    case CUDA_ERROR_NOT_READY:
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+    case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+    case CUDA_ERROR_ASSERT:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_NOT_SUPPORTED:
+      return static_cast<Error>(r);
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+      return api::kErrorLaunchFailure;
+    default:
+      return api::kErrorRuntimeOther;
+  }
+}
+
+struct Arch {
+  const char* name;
+  uint32_t mach;  // EF_AMDGPU_MACH_AMDGCN_*: the low byte of e_flags.
+};
+constexpr Arch kArchs[] = {
+    {"gfx908", 0x30}, {"gfx90a", 0x3f}, {"gfx1030", 0x36}, {"gfx942", 0x4c}};
+
+// The emulated device's architecture (FAKEHIP_ARCH, default gfx90a), as
+// gcnArchName spells it with its feature flags.
+std::string ArchName() {
+  const char* arch = std::getenv("FAKEHIP_ARCH");
+  return arch != nullptr && *arch != '\0' ? arch : "gfx90a";
+}
+std::string Processor() {
+  std::string arch = ArchName();
+  return arch.substr(0, arch.find(':'));
+}
+
+template <typename T>
+bool ReadAt(std::string_view data, uint64_t offset, T* out) {
+  if (offset > data.size() || data.size() - offset < sizeof(T)) return false;
+  std::memcpy(out, data.data() + offset, sizeof(T));
+  return true;
+}
+
+// The size of an AMDGPU ELF starting at `image` (its section table ends
+// it), if its machine is the device's; 0 otherwise. `limit` bounds reads.
+uint64_t ElfFor(const char* image, uint64_t limit, bool* wrong_arch) {
+  std::string_view data(image, limit);
+  uint16_t machine = 0, entry_size = 0, sections = 0;
+  uint32_t flags = 0;
+  uint64_t table = 0;
+  if (data.substr(0, 4) !=
+          "\x7f"
+          "ELF" ||
+      !ReadAt(data, 18, &machine) || machine != 224 ||
+      !ReadAt(data, 48, &flags) || !ReadAt(data, 40, &table) ||
+      !ReadAt(data, 58, &entry_size) || !ReadAt(data, 60, &sections)) {
+    return 0;
+  }
+  uint32_t want = 0;
+  for (const Arch& a : kArchs) {
+    if (Processor() == a.name) want = a.mach;
+  }
+  if ((flags & 0xff) != want) {
+    *wrong_arch = true;
+    return 0;
+  }
+  return table + uint64_t{sections} * entry_size;
+}
+
+// The code object in `image` for the device: `image` itself if it is an
+// AMDGPU ELF, else its offload bundle's entry for the device's processor.
+// hipErrorNoBinaryForGpu when there is none (or the ELF is for another
+// architecture), hipErrorInvalidImage for anything else. Like the runtime,
+// trusts the headers to describe a buffer that holds them.
+Error CodeObjectFor(const void* image, const char** code, uint64_t* size) {
+  const char* bytes = static_cast<const char*>(image);
+  constexpr uint64_t kUnbounded = uint64_t{1} << 40;
+  bool wrong_arch = false;
+  if (uint64_t n = ElfFor(bytes, kUnbounded, &wrong_arch); n != 0) {
+    *code = bytes;
+    *size = n;
+    return api::kSuccess;
+  }
+  if (wrong_arch) return api::kErrorNoBinaryForGpu;
+  constexpr std::string_view kMagic = "__CLANG_OFFLOAD_BUNDLE__";
+  std::string_view data(bytes, kUnbounded);
+  if (data.substr(0, kMagic.size()) != kMagic) return api::kErrorInvalidImage;
+  uint64_t count = 0;
+  ReadAt(data, kMagic.size(), &count);
+  uint64_t at = kMagic.size() + 8;
+  for (uint64_t i = 0; i < count && i < 4096; ++i) {
+    uint64_t offset = 0, entry_size = 0, triple_size = 0;
+    ReadAt(data, at, &offset);
+    ReadAt(data, at + 8, &entry_size);
+    ReadAt(data, at + 16, &triple_size);
+    if (triple_size > 4096) return api::kErrorInvalidImage;
+    std::string_view triple(bytes + at + 24, triple_size);
+    at += 24 + triple_size;
+    const size_t dashes = triple.find("--");
+    if (dashes == std::string_view::npos ||
+        triple.substr(0, dashes).find("amdgcn-amd-amdhsa") ==
+            std::string_view::npos) {
+      continue;
+    }
+    std::string_view target = triple.substr(dashes + 2);
+    if (target.substr(0, target.find(':')) != Processor()) continue;
+    bool entry_wrong_arch = false;
+    if (ElfFor(bytes + offset, entry_size, &entry_wrong_arch) == 0) {
+      return entry_wrong_arch ? api::kErrorNoBinaryForGpu
+                              : api::kErrorInvalidImage;
+    }
+    *code = bytes + offset;
+    *size = entry_size;
+    return api::kSuccess;
+  }
+  return api::kErrorNoBinaryForGpu;
+}
+
+// hip* devices are CUDA devices of the emulation; HIP's priorities 1
+// (least) .. -1 (greatest) map onto its 0 .. -2.
+int ToCudaPriority(int priority) {
+  return (priority > 1 ? 1 : priority < -1 ? -1 : priority) - 1;
+}
+
+struct Name {
+  Error code;
+  const char* name;
+  const char* text;
+};
+constexpr Name kNames[] = {
+    {api::kSuccess, "hipSuccess", "no error"},
+    {api::kErrorInvalidValue, "hipErrorInvalidValue", "invalid argument"},
+    {api::kErrorOutOfMemory, "hipErrorOutOfMemory", "out of memory"},
+    {api::kErrorNotInitialized, "hipErrorNotInitialized",
+     "initialization error"},
+    {api::kErrorDeinitialized, "hipErrorDeinitialized", "driver shutting down"},
+    {api::kErrorNoDevice, "hipErrorNoDevice", "no ROCm-capable device"},
+    {api::kErrorInvalidDevice, "hipErrorInvalidDevice",
+     "invalid device ordinal"},
+    {api::kErrorInvalidImage, "hipErrorInvalidImage",
+     "device kernel image is invalid"},
+    {api::kErrorInvalidContext, "hipErrorInvalidContext",
+     "invalid device context"},
+    {api::kErrorNoBinaryForGpu, "hipErrorNoBinaryForGpu",
+     "no kernel image is available for execution on the device"},
+    {api::kErrorInvalidHandle, "hipErrorInvalidHandle",
+     "invalid resource handle"},
+    {api::kErrorNotFound, "hipErrorNotFound", "named symbol not found"},
+    {api::kErrorNotReady, "hipErrorNotReady", "device not ready"},
+    {api::kErrorIllegalAddress, "hipErrorIllegalAddress",
+     "an illegal memory access was encountered"},
+    {api::kErrorLaunchOutOfResources, "hipErrorLaunchOutOfResources",
+     "too many resources requested for launch"},
+    {api::kErrorLaunchTimeOut, "hipErrorLaunchTimeOut",
+     "the launch timed out and was terminated"},
+    {api::kErrorContextIsDestroyed, "hipErrorContextIsDestroyed",
+     "context is destroyed"},
+    {api::kErrorAssert, "hipErrorAssert", "device-side assert triggered"},
+    {api::kErrorLaunchFailure, "hipErrorLaunchFailure",
+     "unspecified launch failure"},
+    {api::kErrorNotSupported, "hipErrorNotSupported",
+     "operation not supported"},
+    {api::kErrorUnknown, "hipErrorUnknown", "unknown error"},
+    {api::kErrorRuntimeOther, "hipErrorRuntimeOther",
+     "runtime call other than memory returned error"},
+};
+
+const Name* FindName(Error e) {
+  for (const Name& n : kNames) {
+    if (n.code == e) return &n;
+  }
+  return nullptr;
+}
+
+CUstream Cu(api::Stream* s) { return reinterpret_cast<CUstream>(s); }
+CUevent Cu(api::Event* e) { return reinterpret_cast<CUevent>(e); }
+CUfunction Cu(api::Function* f) { return reinterpret_cast<CUfunction>(f); }
+CUmodule Cu(api::Module* m) { return reinterpret_cast<CUmodule>(m); }
+CUdeviceptr Cu(void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+
+}  // namespace
+
+// The exported symbols, with hip_api.h's declarations.
+#define FAKEHIP_EXPORT extern "C" __attribute__((visibility("default")))
+
+// Configures the emulation as HIP's (once: it reads its settings at the
+// first init), then initializes it.
+FAKEHIP_EXPORT Error hipInit(unsigned int flags) {
+  static const bool skinned = [] {
+    fakecuda::Skin skin;
+    skin.library = "libfakehip";
+    skin.connections_env = "GPU_MAX_HW_QUEUES";
+    skin.default_connections = 4;
+    const char* aborts = std::getenv("FAKEHIP_FAULT_ABORTS");
+    skin.fault_aborts = aborts == nullptr || std::string_view(aborts) != "0";
+    fakecuda::SetSkin(skin);
+    return true;
+  }();
+  (void)skinned;
+  return ToHip(fakecuda::Fake_cuInit(flags));
+}
+
+// HIP 5.2.21153, as Debian's ROCm reports itself.
+FAKEHIP_EXPORT Error hipDriverGetVersion(int* version) {
+  if (version == nullptr) return api::kErrorInvalidValue;
+  *version = 50221153;
+  return api::kSuccess;
+}
+
+FAKEHIP_EXPORT Error hipRuntimeGetVersion(int* version) {
+  return hipDriverGetVersion(version);
+}
+
+FAKEHIP_EXPORT const char* hipGetErrorName(Error e) {
+  const Name* n = FindName(e);
+  return n != nullptr ? n->name : "hipErrorUnknown";
+}
+
+FAKEHIP_EXPORT const char* hipGetErrorString(Error e) {
+  const Name* n = FindName(e);
+  return n != nullptr ? n->text : "unknown error";
+}
+
+FAKEHIP_EXPORT Error hipGetDeviceCount(int* count) {
+  return ToHip(fakecuda::Fake_cuDeviceGetCount(count));
+}
+
+FAKEHIP_EXPORT Error hipDeviceGet(api::Device* device, int ordinal) {
+  return ToHip(fakecuda::Fake_cuDeviceGet(device, ordinal));
+}
+
+FAKEHIP_EXPORT Error hipDeviceGetName(char* name, int len, api::Device dev) {
+  return ToHip(fakecuda::Fake_cuDeviceGetName(name, len, dev));
+}
+
+FAKEHIP_EXPORT Error hipDeviceTotalMem(size_t* bytes, api::Device dev) {
+  return ToHip(fakecuda::Fake_cuDeviceTotalMem(bytes, dev));
+}
+
+FAKEHIP_EXPORT Error hipDeviceGetAttribute(int* value,
+                                           api::DeviceAttribute attribute,
+                                           int device) {
+  if (value == nullptr) return api::kErrorInvalidValue;
+  CUdevice_attribute cu;
+  switch (attribute) {
+    case api::kAttrComputeCapabilityMajor:
+    case api::kAttrMaxSharedMemoryPerBlock:
+      // gfx9, with 64 KiB of LDS per workgroup and no opt-in (checked
+      // first: the device must exist).
+      if (CUresult r = fakecuda::Fake_cuDeviceGetAttribute(
+              value, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
+          r != CUDA_SUCCESS) {
+        return ToHip(r);
+      }
+      *value = attribute == api::kAttrComputeCapabilityMajor ? 9 : 64 * 1024;
+      return api::kSuccess;
+    case api::kAttrMaxBlockDimX:
+      cu = CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X;
+      break;
+    case api::kAttrMaxBlockDimY:
+      cu = CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y;
+      break;
+    case api::kAttrMaxBlockDimZ:
+      cu = CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z;
+      break;
+    case api::kAttrMaxGridDimX:
+      cu = CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X;
+      break;
+    case api::kAttrMaxGridDimY:
+      cu = CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y;
+      break;
+    case api::kAttrMaxGridDimZ:
+      cu = CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z;
+      break;
+    case api::kAttrMaxThreadsPerBlock:
+      cu = CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK;
+      break;
+    case api::kAttrMultiprocessorCount:
+      cu = CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT;
+      break;
+    case api::kAttrMemoryPoolsSupported:
+      cu = CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED;
+      break;
+    case api::kAttrCanUseStreamWaitValue:
+      cu = CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS;
+      break;
+    default:
+      return api::kErrorInvalidValue;
+  }
+  return ToHip(fakecuda::Fake_cuDeviceGetAttribute(value, cu, device));
+}
+
+// Fills the name and gcnArchName; the rest reads as zeros.
+FAKEHIP_EXPORT Error hipGetDeviceProperties(api::DeviceProp* prop, int device) {
+  if (prop == nullptr) return api::kErrorInvalidValue;
+  std::memset(prop, 0, sizeof(*prop));
+  char name[256] = {};
+  if (CUresult r = fakecuda::Fake_cuDeviceGetName(name, 255, device);
+      r != CUDA_SUCCESS) {
+    return ToHip(r);
+  }
+  std::memcpy(prop->bytes, name, sizeof(name));
+  const std::string arch = ArchName();
+  std::memcpy(prop->bytes + api::DeviceProp::kGcnArchNameOffset, arch.data(),
+              std::min(arch.size(), api::DeviceProp::kGcnArchNameSize - 1));
+  return api::kSuccess;
+}
+
+FAKEHIP_EXPORT Error hipDevicePrimaryCtxRetain(api::Context** context,
+                                               api::Device device) {
+  return ToHip(fakecuda::Fake_cuDevicePrimaryCtxRetain(
+      reinterpret_cast<CUcontext*>(context), device));
+}
+
+FAKEHIP_EXPORT Error hipDevicePrimaryCtxRelease(api::Device device) {
+  return ToHip(fakecuda::Fake_cuDevicePrimaryCtxRelease(device));
+}
+
+// A no-op in ROCm 5.2: the context, its objects and its sticky error stay.
+FAKEHIP_EXPORT Error hipDevicePrimaryCtxReset(api::Device device) {
+  int count = 0;
+  if (CUresult r = fakecuda::Fake_cuDeviceGetCount(&count); r != CUDA_SUCCESS) {
+    return ToHip(r);
+  }
+  return device >= 0 && device < count ? api::kSuccess
+                                       : api::kErrorInvalidDevice;
+}
+
+FAKEHIP_EXPORT Error hipCtxSetCurrent(api::Context* context) {
+  return ToHip(
+      fakecuda::Fake_cuCtxSetCurrent(reinterpret_cast<CUcontext>(context)));
+}
+
+FAKEHIP_EXPORT Error hipDeviceGetStreamPriorityRange(int* least,
+                                                     int* greatest) {
+  if (least != nullptr) *least = 1;
+  if (greatest != nullptr) *greatest = -1;
+  return api::kSuccess;
+}
+
+FAKEHIP_EXPORT Error hipStreamCreateWithPriority(api::Stream** stream,
+                                                 unsigned int flags,
+                                                 int priority) {
+  return ToHip(fakecuda::Fake_cuStreamCreateWithPriority(
+      reinterpret_cast<CUstream*>(stream), flags, ToCudaPriority(priority)));
+}
+
+FAKEHIP_EXPORT Error hipStreamDestroy(api::Stream* stream) {
+  return ToHip(fakecuda::Fake_cuStreamDestroy(Cu(stream)));
+}
+
+FAKEHIP_EXPORT Error hipStreamQuery(api::Stream* stream) {
+  return ToHip(fakecuda::Fake_cuStreamQuery(Cu(stream)));
+}
+
+FAKEHIP_EXPORT Error hipStreamSynchronize(api::Stream* stream) {
+  return ToHip(fakecuda::Fake_cuStreamSynchronize(Cu(stream)));
+}
+
+FAKEHIP_EXPORT Error hipStreamWaitEvent(api::Stream* stream, api::Event* event,
+                                        unsigned int flags) {
+  return ToHip(fakecuda::Fake_cuStreamWaitEvent(Cu(stream), Cu(event), flags));
+}
+
+FAKEHIP_EXPORT Error hipStreamWriteValue64(api::Stream* stream, void* ptr,
+                                           uint64_t value, unsigned int flags) {
+  return ToHip(
+      fakecuda::Fake_cuStreamWriteValue64(Cu(stream), Cu(ptr), value, flags));
+}
+
+FAKEHIP_EXPORT Error hipEventCreateWithFlags(api::Event** event,
+                                             unsigned flags) {
+  return ToHip(
+      fakecuda::Fake_cuEventCreate(reinterpret_cast<CUevent*>(event), flags));
+}
+
+FAKEHIP_EXPORT Error hipEventDestroy(api::Event* event) {
+  return ToHip(fakecuda::Fake_cuEventDestroy(Cu(event)));
+}
+
+FAKEHIP_EXPORT Error hipEventRecord(api::Event* event, api::Stream* stream) {
+  return ToHip(fakecuda::Fake_cuEventRecord(Cu(event), Cu(stream)));
+}
+
+FAKEHIP_EXPORT Error hipEventQuery(api::Event* event) {
+  return ToHip(fakecuda::Fake_cuEventQuery(Cu(event)));
+}
+
+FAKEHIP_EXPORT Error hipEventElapsedTime(float* ms, api::Event* start,
+                                         api::Event* stop) {
+  return ToHip(fakecuda::Fake_cuEventElapsedTime(ms, Cu(start), Cu(stop)));
+}
+
+FAKEHIP_EXPORT Error hipMalloc(void** ptr, size_t size) {
+  return ToHip(
+      fakecuda::Fake_cuMemAlloc(reinterpret_cast<CUdeviceptr*>(ptr), size));
+}
+
+FAKEHIP_EXPORT Error hipFree(void* ptr) {
+  return ToHip(fakecuda::Fake_cuMemFree(Cu(ptr)));
+}
+
+FAKEHIP_EXPORT Error hipMallocAsync(void** ptr, size_t size,
+                                    api::Stream* stream) {
+  return ToHip(fakecuda::Fake_cuMemAllocAsync(
+      reinterpret_cast<CUdeviceptr*>(ptr), size, Cu(stream)));
+}
+
+FAKEHIP_EXPORT Error hipFreeAsync(void* ptr, api::Stream* stream) {
+  return ToHip(fakecuda::Fake_cuMemFreeAsync(Cu(ptr), Cu(stream)));
+}
+
+// hipHostMallocPortable and hipHostMallocMapped have CUDA's values.
+FAKEHIP_EXPORT Error hipHostMalloc(void** ptr, size_t size,
+                                   unsigned int flags) {
+  return ToHip(fakecuda::Fake_cuMemHostAlloc(ptr, size, flags));
+}
+
+FAKEHIP_EXPORT Error hipHostFree(void* ptr) {
+  return ToHip(fakecuda::Fake_cuMemFreeHost(ptr));
+}
+
+FAKEHIP_EXPORT Error hipHostGetDevicePointer(void** device_ptr, void* host_ptr,
+                                             unsigned int flags) {
+  return ToHip(fakecuda::Fake_cuMemHostGetDevicePointer(
+      reinterpret_cast<CUdeviceptr*>(device_ptr), host_ptr, flags));
+}
+
+FAKEHIP_EXPORT Error hipMemGetInfo(size_t* free, size_t* total) {
+  return ToHip(fakecuda::Fake_cuMemGetInfo(free, total));
+}
+
+FAKEHIP_EXPORT Error hipMemcpyHtoDAsync(void* dst, void* src, size_t bytes,
+                                        api::Stream* stream) {
+  return ToHip(
+      fakecuda::Fake_cuMemcpyHtoDAsync(Cu(dst), src, bytes, Cu(stream)));
+}
+
+FAKEHIP_EXPORT Error hipMemcpyDtoHAsync(void* dst, void* src, size_t bytes,
+                                        api::Stream* stream) {
+  return ToHip(
+      fakecuda::Fake_cuMemcpyDtoHAsync(dst, Cu(src), bytes, Cu(stream)));
+}
+
+FAKEHIP_EXPORT Error hipMemcpyDtoDAsync(void* dst, void* src, size_t bytes,
+                                        api::Stream* stream) {
+  return ToHip(
+      fakecuda::Fake_cuMemcpyDtoDAsync(Cu(dst), Cu(src), bytes, Cu(stream)));
+}
+
+FAKEHIP_EXPORT Error hipMemsetD32Async(void* dst, int value, size_t count,
+                                       api::Stream* stream) {
+  return ToHip(fakecuda::Fake_cuMemsetD32Async(
+      Cu(dst), static_cast<unsigned int>(value), count, Cu(stream)));
+}
+
+FAKEHIP_EXPORT Error hipModuleLoadData(api::Module** module,
+                                       const void* image) {
+  if (module == nullptr || image == nullptr) return api::kErrorInvalidValue;
+  const char* code = nullptr;
+  uint64_t size = 0;
+  if (Error e = CodeObjectFor(image, &code, &size); e != api::kSuccess) {
+    return e;
+  }
+  return ToHip(fakecuda::LoadTwinModule(code, size,
+                                        reinterpret_cast<CUmodule*>(module)));
+}
+
+FAKEHIP_EXPORT Error hipModuleUnload(api::Module* module) {
+  return ToHip(fakecuda::Fake_cuModuleUnload(Cu(module)));
+}
+
+FAKEHIP_EXPORT Error hipModuleGetFunction(api::Function** function,
+                                          api::Module* module,
+                                          const char* name) {
+  if (function == nullptr) return api::kErrorInvalidValue;
+  CUfunction fn = nullptr;
+  if (CUresult r = fakecuda::Fake_cuModuleGetFunction(&fn, Cu(module), name);
+      r != CUDA_SUCCESS) {
+    return ToHip(r);
+  }
+  // AMD kernels need no opt-in for dynamic LDS: any launch within the
+  // workgroup's 64 KiB, less the kernel's static LDS, runs.
+  int static_bytes = 0;
+  fakecuda::Fake_cuFuncGetAttribute(&static_bytes,
+                                    CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn);
+  if (CUresult r = fakecuda::Fake_cuFuncSetAttribute(
+          fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+          64 * 1024 - static_bytes);
+      r != CUDA_SUCCESS) {
+    return ToHip(r);
+  }
+  *function = reinterpret_cast<api::Function*>(fn);
+  return api::kSuccess;
+}
+
+// hipFunction_attribute has CUDA's values for the attributes asked for.
+FAKEHIP_EXPORT Error hipFuncGetAttribute(int* value,
+                                         api::FunctionAttribute attribute,
+                                         api::Function* function) {
+  return ToHip(fakecuda::Fake_cuFuncGetAttribute(
+      value, static_cast<CUfunction_attribute>(attribute), Cu(function)));
+}
+
+FAKEHIP_EXPORT Error hipModuleLaunchKernel(
+    api::Function* function, unsigned int grid_x, unsigned int grid_y,
+    unsigned int grid_z, unsigned int block_x, unsigned int block_y,
+    unsigned int block_z, unsigned int shared_bytes, api::Stream* stream,
+    void** params, void** extra) {
+  return ToHip(fakecuda::Fake_cuLaunchKernel(
+      Cu(function), grid_x, grid_y, grid_z, block_x, block_y, block_z,
+      shared_bytes, Cu(stream), params, extra));
+}
