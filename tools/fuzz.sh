@@ -39,10 +39,11 @@ if [ ${#targets[@]} -eq 0 ]; then
     'attr(name, "_fuzzer$", kind("cc_binary", //tests/fuzz:all))') ||
     { echo "fuzz.sh: bazel query for the fuzz targets failed" >&2; exit 2; }
   mapfile -t targets < <(sed 's|.*:||' <<<"$found" | sort)
-  expected=(cpu_module_fuzzer module_manifest_fuzzer server_config_fuzzer
-            session_commands_fuzzer)
+  expected=(amd_code_object_fuzzer cpu_module_fuzzer module_manifest_fuzzer
+            server_config_fuzzer session_commands_fuzzer)
   if [ -f "${GPUSTREAM_CUDA_PATH:-/usr/local/cuda}/include/cuda.h" ]; then
-    expected+=(session_commands_cuda_fake_fuzzer)
+    expected+=(session_commands_cuda_fake_fuzzer
+               session_commands_hip_fake_fuzzer)
   fi
   mapfile -t expected < <(printf '%s\n' "${expected[@]}" | sort)
   if [ "${targets[*]}" != "${expected[*]}" ]; then
@@ -62,7 +63,8 @@ bin=$(bazel info --config=fuzz bazel-bin 2>/dev/null)/tests/fuzz
 # decode to the same commands.
 corpus_of() {
   case $1 in
-    session_commands_cuda_fake_fuzzer) echo session_commands_fuzzer ;;
+    session_commands_cuda_fake_fuzzer | session_commands_hip_fake_fuzzer)
+      echo session_commands_fuzzer ;;
     *) echo "$1" ;;
   esac
 }
@@ -81,11 +83,12 @@ leak_flags() {
 }
 
 # LeakSanitizer's exit-time scan crashes ("Tracer caught signal 11") while
-# the fake CUDA driver's stream threads are alive; that target's leaks are
-# its counters invariant's to find.
+# the fake driver's stream threads are alive; those targets' leaks are
+# their counters invariant's to find.
 asan_options() {
   case $1 in
-    session_commands_cuda_fake_fuzzer) echo detect_leaks=0 ;;
+    session_commands_cuda_fake_fuzzer | session_commands_hip_fake_fuzzer)
+      echo detect_leaks=0 ;;
     *) echo "${ASAN_OPTIONS:-}" ;;
   esac
 }

@@ -7,7 +7,7 @@
 // - a fault of device work aborts the process, as ROCm 5.2's runtime does
 //   (FAKEHIP_FAULT_ABORTS, default 1; 0 makes it the context's sticky
 //   error, as with CUDA);
-// - hipDevicePrimaryCtxReset is a no-op (ROCm 5.2);
+// - hipDevicePrimaryCtxReset is a no-op (ROCm 5.2; see its knob below);
 // - streams share GPU_MAX_HW_QUEUES hardware queues (default 4);
 // - stream priorities range from 1 (least) to -1 (greatest).
 // Every hazard of the emulation (shared hardware queues, synchronizing
@@ -283,7 +283,13 @@ FAKEHIP_EXPORT Error hipDeviceGet(api::Device* device, int ordinal) {
 }
 
 FAKEHIP_EXPORT Error hipDeviceGetName(char* name, int len, api::Device dev) {
-  return ToHip(fakecuda::Fake_cuDeviceGetName(name, len, dev));
+  if (CUresult r = fakecuda::Fake_cuDeviceGetName(name, len, dev);
+      r != CUDA_SUCCESS) {
+    return ToHip(r);
+  }
+  std::snprintf(name, static_cast<size_t>(len), "Fake HIP Device %d (%s)",
+                dev, Processor().c_str());
+  return api::kSuccess;
 }
 
 FAKEHIP_EXPORT Error hipDeviceTotalMem(size_t* bytes, api::Device dev) {
@@ -370,7 +376,13 @@ FAKEHIP_EXPORT Error hipDevicePrimaryCtxRelease(api::Device device) {
 }
 
 // A no-op in ROCm 5.2: the context, its objects and its sticky error stay.
+// FAKECUDA_RESET_CLEARS_STICKY=1 (with FAKEHIP_FAULT_ABORTS=0) makes it
+// reset as CUDA's does, for tests that go on after a fault.
 FAKEHIP_EXPORT Error hipDevicePrimaryCtxReset(api::Device device) {
+  if (const char* clears = std::getenv("FAKECUDA_RESET_CLEARS_STICKY");
+      clears != nullptr && std::string_view(clears) == "1") {
+    return ToHip(fakecuda::Fake_cuDevicePrimaryCtxReset(device));
+  }
   int count = 0;
   if (CUresult r = fakecuda::Fake_cuDeviceGetCount(&count); r != CUDA_SUCCESS) {
     return ToHip(r);

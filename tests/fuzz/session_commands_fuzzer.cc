@@ -1,7 +1,8 @@
 // Fuzz target: a sequence of Submit commands, decoded from the input by
 // CommandDecoder, run against one in-process session, as the Submit stream
 // runs them (server/rpc/submit_reactor.cc), on the CPU backend or, built
-// with GS_FUZZ_CUDA_FAKE, on the CUDA backend over //tests/fake_cuda.
+// with GS_FUZZ_CUDA_FAKE, on the CUDA backend over //tests/fake_cuda, or,
+// with GS_FUZZ_HIP_FAKE, on the HIP backend over //tests/fake_hip.
 //
 // Invariants checked after every input (a violation aborts, which libFuzzer
 // reports as a crash and the corpus test as a failure):
@@ -59,23 +60,32 @@ struct Harness {
 };
 Harness* harness = nullptr;
 
-#ifdef GS_FUZZ_CUDA_FAKE
-// libfakecuda.so in the runfiles: a test's TEST_SRCDIR, else beside the
+#if defined(GS_FUZZ_CUDA_FAKE) || defined(GS_FUZZ_HIP_FAKE)
+// A fake driver in the runfiles: a test's TEST_SRCDIR, else beside the
 // binary (bazel-bin/tests/fuzz/<name>.runfiles).
-std::string FakeDriverPath(const char* argv0) {
+std::string FakeDriverPath(const char* argv0, const char* library) {
   const char* root = std::getenv("TEST_SRCDIR");
   if (root == nullptr) root = std::getenv("RUNFILES_DIR");
   const std::string base =
       root != nullptr ? root : std::string(argv0) + ".runfiles";
-  return base + "/gpustream/tests/fake_cuda/libfakecuda.so";
+  return base + "/gpustream/tests/" + library;
 }
 #endif
 
 std::unique_ptr<backend::Device> OpenDevice(const char* argv0) {
   backend::BackendOptions options;
+#if defined(GS_FUZZ_CUDA_FAKE) || defined(GS_FUZZ_HIP_FAKE)
 #ifdef GS_FUZZ_CUDA_FAKE
   options.backend = "cuda";
-  options.cuda_driver = FakeDriverPath(argv0);
+  options.cuda_driver = FakeDriverPath(argv0, "fake_cuda/libfakecuda.so");
+#else
+  options.backend = "hip";
+  options.hip_runtime = FakeDriverPath(argv0, "fake_hip/libfakehip.so");
+  // A fault aborts a HIP process by design (ROCm 5.x): here it is the
+  // context's sticky error, recovered as on CUDA, so that one process
+  // fuzzes every input.
+  setenv("FAKEHIP_FAULT_ABORTS", "0", /*overwrite=*/0);
+#endif
   setenv("FAKECUDA_MEMORY_BYTES", "67108864", /*overwrite=*/0);
   // One process runs every input: a fault in one input is recovered from
   // before the next (recovery's refusal of a fault that survives the reset
@@ -110,7 +120,7 @@ bool AllowedCode(absl::StatusCode code) {
     case absl::StatusCode::kUnimplemented:
     case absl::StatusCode::kCancelled:
       return true;
-#ifdef GS_FUZZ_CUDA_FAKE
+#if defined(GS_FUZZ_CUDA_FAKE) || defined(GS_FUZZ_HIP_FAKE)
     // A kernel that faults loses the (fake) GPU's context: the device's
     // sessions end with ABORTED.
     case absl::StatusCode::kAborted:
@@ -269,7 +279,7 @@ std::shared_ptr<Session> OpenSession(std::string* id) {
 }  // namespace
 }  // namespace gpustream::fuzz
 
-#ifdef GS_FUZZ_CUDA_FAKE
+#if defined(GS_FUZZ_CUDA_FAKE) || defined(GS_FUZZ_HIP_FAKE)
 // LeakSanitizer's scan at exit crashes ("Tracer caught signal 11") while the
 // fake driver's stream threads are alive, failing a run that found nothing.
 // What the daemon holds is checked after every input instead (tenant and

@@ -39,18 +39,10 @@ absl::StatusOr<std::vector<std::unique_ptr<Device>>> CreateCudaDevices(
   auto opened = OpenCudaDriver(driver_path);
   if (!opened.ok()) return opened.status();
   std::shared_ptr<const CudaAdapter> driver = *std::move(opened);
-  auto wrap = [&](absl::Status s) {
-    return absl::UnavailableError(
-        absl::StrCat("CUDA driver ", driver_path, ": ", s.message()));
-  };
-  absl::StatusOr<int> count = driver->DeviceCount();
-  if (!count.ok()) return wrap(count.status());
-  if (*count == 0) return wrap(absl::UnavailableError("no CUDA device"));
-  std::vector<std::unique_ptr<Device>> devices;
-  for (int i = 0; i < *count; ++i) {
-    auto device = OpenCudaDevice(driver, i);
-    if (!device.ok()) return wrap(device.status());
-    devices.push_back(*std::move(device));
+  auto devices = GpuDevice::CreateAll(driver, CudaEmbeddedSamples());
+  if (!devices.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "CUDA driver ", driver_path, ": ", devices.status().message()));
   }
   return devices;
 }

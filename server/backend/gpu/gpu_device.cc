@@ -94,6 +94,23 @@ GpuDevice::~GpuDevice() {
   driver_->PrimaryContextRelease(ordinal_).IgnoreError();
 }
 
+absl::StatusOr<std::vector<std::unique_ptr<Device>>> GpuDevice::CreateAll(
+    std::shared_ptr<const GpuDriver> driver, const EmbeddedModule& samples) {
+  absl::StatusOr<int> count = driver->DeviceCount();
+  if (!count.ok()) return count.status();
+  if (*count == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("no ", driver->traits().display_name, " device"));
+  }
+  std::vector<std::unique_ptr<Device>> devices;
+  for (int i = 0; i < *count; ++i) {
+    auto device = Create(driver, i, samples);
+    if (!device.ok()) return device.status();
+    devices.push_back(*std::move(device));
+  }
+  return devices;
+}
+
 uint64_t GpuDevice::NextInstance() { return next_instance.fetch_add(1); }
 
 absl::Status GpuDevice::MakeCurrent() {

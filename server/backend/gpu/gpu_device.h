@@ -48,6 +48,11 @@ class GpuModule;
 // driver calls when destroyed (its context is gone).
 class GpuDevice : public Device {
  public:
+  // Every device of an opened (initialized) driver, each with `samples`.
+  // UNAVAILABLE when the driver has none ("no CUDA device").
+  static absl::StatusOr<std::vector<std::unique_ptr<Device>>> CreateAll(
+      std::shared_ptr<const GpuDriver> driver, const EmbeddedModule& samples);
+
   // Retains the primary context of `ordinal` and reads its properties.
   // `samples`: the vendor's built-in samples module (an empty image: none).
   static absl::StatusOr<std::unique_ptr<GpuDevice>> Create(

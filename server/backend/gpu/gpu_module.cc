@@ -44,11 +44,11 @@ absl::StatusOr<std::unique_ptr<GpuModule>> GpuModule::Load(
     std::vector<modules::BinaryParam> binary;
     for (const GpuParamInfo& p : *params) {
       using Kind = modules::BinaryParam::Kind;
-      const Kind kind =
-          p.kind == GpuParamInfo::Kind::kGlobalBuffer ? Kind::kBuffer
-          : p.kind == GpuParamInfo::Kind::kByValue    ? Kind::kValue
-          : p.kind == GpuParamInfo::Kind::kOther      ? Kind::kOther
-                                                      : Kind::kUnknown;
+      const Kind kind = p.kind == GpuParamInfo::Kind::kGlobalBuffer
+                            ? Kind::kBuffer
+                        : p.kind == GpuParamInfo::Kind::kByValue ? Kind::kValue
+                        : p.kind == GpuParamInfo::Kind::kOther   ? Kind::kOther
+                                                               : Kind::kUnknown;
       binary.push_back({p.offset, p.size, kind});
     }
     if (absl::Status s = modules::CheckKernelParams(k, binary, origin);

@@ -34,18 +34,11 @@ absl::StatusOr<std::vector<std::unique_ptr<Device>>> CreateHipDevices(
   auto opened = OpenHipRuntime(runtime_path);
   if (!opened.ok()) return opened.status();
   std::shared_ptr<const HipAdapter> driver = *std::move(opened);
-  auto wrap = [&](absl::Status s) {
-    return absl::UnavailableError(
-        absl::StrCat("HIP runtime ", driver->table().path, ": ", s.message()));
-  };
-  absl::StatusOr<int> count = driver->DeviceCount();
-  if (!count.ok()) return wrap(count.status());
-  if (*count == 0) return wrap(absl::UnavailableError("no HIP device"));
-  std::vector<std::unique_ptr<Device>> devices;
-  for (int i = 0; i < *count; ++i) {
-    auto device = OpenHipDevice(driver, i);
-    if (!device.ok()) return wrap(device.status());
-    devices.push_back(*std::move(device));
+  auto devices = GpuDevice::CreateAll(driver, HipEmbeddedSamples());
+  if (!devices.ok()) {
+    return absl::UnavailableError(absl::StrCat("HIP runtime ",
+                                               driver->table().path, ": ",
+                                               devices.status().message()));
   }
   return devices;
 }
