@@ -41,8 +41,9 @@ ABSL_FLAG(std::vector<std::string>, listen, {"unix:/tmp/gpustreamd.sock"},
           "loopback, authenticates nobody unless tenants are configured "
           "(--config)");
 ABSL_FLAG(std::string, backend, "auto",
-          "auto | cpu | cuda | hip. auto tries CUDA, then HIP, and takes the "
-          "first whose driver loads and has a device, else the embedded CPU "
+          "auto | cpu | cuda | hip. auto tries CUDA, then HIP (where "
+          "/dev/kfd exists or --hip_runtime is given), and takes the first "
+          "whose driver loads and has a device, else the embedded CPU "
           "backend");
 ABSL_FLAG(std::vector<std::string>, modules, {},
           "Folders of extra kernel modules (CPU: *.so exporting "

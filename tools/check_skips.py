@@ -50,7 +50,10 @@ def cuda_driver():
 
 
 def hip_device():
-    """Whether a HIP runtime loads here and finds an AMD GPU."""
+    """Whether a HIP runtime loads here and finds an AMD GPU (never without
+    /dev/kfd, the amdkfd driver ROCm needs)."""
+    if not os.path.exists("/dev/kfd"):
+        return False
     for name in ("libamdhip64.so.6", "libamdhip64.so.5"):
         try:
             hip = ctypes.CDLL(name)

@@ -1,6 +1,8 @@
 // Backend selection.
 #include "server/backend/backend_factory.h"
 
+#include <unistd.h>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -26,6 +28,15 @@ absl::StatusOr<std::vector<std::unique_ptr<Device>>> OpenCuda(
 
 absl::StatusOr<std::vector<std::unique_ptr<Device>>> OpenHip(
     const BackendOptions& options) {
+  // ROCm reaches AMD GPUs only through the amdkfd driver's /dev/kfd: without
+  // it, "auto" does not load the runtime (a large library, often installed
+  // with its headers on machines without an AMD GPU) just to hear that.
+  if (options.backend == "auto" && options.hip_runtime.empty() &&
+      access("/dev/kfd", F_OK) != 0) {
+    return absl::UnavailableError(
+        "no AMD GPU driver (/dev/kfd is absent), so the HIP runtime was not "
+        "loaded");
+  }
   return CreateHipDevices(options.hip_runtime);
 }
 

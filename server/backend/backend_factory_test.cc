@@ -1,6 +1,8 @@
 // Backend selection: names, the CPU fallback of "auto" and its reason.
 #include "server/backend/backend_factory.h"
 
+#include <unistd.h>
+
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 
@@ -55,7 +57,22 @@ TEST(BackendFactoryTest, HipWithoutRuntimeFailsNamingTheLibrary) {
       << devices.status();
 }
 
-// "auto" tries CUDA, then HIP, and says why it skipped each.
+// "auto" without an AMD GPU driver does not load the HIP runtime at all.
+TEST(BackendFactoryTest, AutoWithoutKfdSkipsHipWithoutLoadingIt) {
+  if (access("/dev/kfd", F_OK) == 0) {
+    GTEST_SKIP() << "this machine has /dev/kfd";
+  }
+  auto devices = CreateDevices(
+      {.backend = "auto", .cuda_driver = "/nonexistent/libcuda.so.1"});
+  ASSERT_TRUE(devices.ok()) << devices.status();
+  EXPECT_TRUE(absl::StrContains(devices->fallback_reason,
+                                "; hip: no AMD GPU driver (/dev/kfd is "
+                                "absent), so the HIP runtime was not loaded"))
+      << devices->fallback_reason;
+}
+
+// "auto" tries CUDA, then HIP (a runtime named explicitly is tried even
+// without /dev/kfd), and says why it skipped each.
 TEST(BackendFactoryTest, AutoSaysWhyEachGpuBackendWasSkipped) {
   auto devices =
       CreateDevices({.backend = "auto",
