@@ -450,9 +450,17 @@ int Run(int argc, char** argv) {
   auto devices = backend::CreateDevices(backend_options);
   if (!devices.ok()) return StartFailed(devices.status());
   if (!devices->fallback_reason.empty()) {
-    log::Warning("no_gpu_backend")
-        .Str("reason", devices->fallback_reason)
-        .Str("action", "serving the CPU backend");
+    if (devices->devices.front()->info().backend == "cpu") {
+      log::Warning("no_gpu_backend")
+          .Str("reason", devices->fallback_reason)
+          .Str("action", "serving the CPU backend");
+    } else {
+      log::Info("gpu_backend_skipped")
+          .Str("reason", devices->fallback_reason)
+          .Str("action", absl::StrCat("serving the ",
+                                      devices->devices.front()->info().backend,
+                                      " backend"));
+    }
   }
   auto tenants = tenants::TenantRegistry::Create(*config);
   if (!tenants.ok()) {

@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "server/log/log.h"
 
 namespace gpustream::session {
@@ -58,16 +59,23 @@ void ServerCore::OnDeviceFailure(uint32_t device_id,
   // On one shared context the device cannot tell whose kernel faulted,
   // only whose kernels were running: with one such session it is that
   // session's; with several, one of theirs.
-  std::string running =
+  const size_t with_kernels = failure.sessions_with_kernels.size();
+  std::vector<std::string> running =
       sessions_->DescribeSessions(device_id, failure.sessions_with_kernels);
-  if (running.empty()) running = "unknown (no session had a kernel running)";
+  if (running.size() < with_kernels) {
+    running.push_back(absl::StrCat(with_kernels - running.size(),
+                                   " session(s) that ended meanwhile"));
+  }
+  std::string caused_by =
+      with_kernels == 0 ? "unknown (no session had a kernel running)"
+      : with_kernels == 1
+          ? running.front()
+          : absl::StrCat("one of: ", absl::StrJoin(running, ", "));
   log::Error("device_failed")
       .Num("device", device_id)
       .Status(cause)
-      .Num("sessions_with_kernels", failure.sessions_with_kernels.size())
-      .Str("caused_by", failure.sessions_with_kernels.size() > 1
-                            ? absl::StrCat("one of: ", running)
-                            : running)
+      .Num("sessions_with_kernels", with_kernels)
+      .Str("caused_by", caused_by)
       .Str("action", "aborting its sessions and resetting it");
   const absl::Status reason = absl::AbortedError(
       absl::StrCat("device ", device_id, " failed (", cause.message(),
@@ -148,9 +156,9 @@ absl::Status ServerCore::ListDevices(const v1::ListDevicesRequest&,
     }
     d->set_max_threads_per_block(info.max_threads_per_block);
     d->set_max_shared_memory_bytes(info.max_shared_memory_bytes);
-    d->set_wait_value_mode(
-        info.supports_wait_value && info.native_wait_value ? "native"
-                                                           : "daemon");
+    d->set_wait_value_mode(info.supports_wait_value && info.native_wait_value
+                               ? "native"
+                               : "daemon");
     d->set_faults_recoverable(info.faults_recoverable);
   }
   return absl::OkStatus();

@@ -9,7 +9,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "server/log/log.h"
 
 namespace gpustream::session {
@@ -317,8 +316,8 @@ void SessionManager::AbortDevice(uint32_t device_id, const absl::Status& reason,
   chores_.push_back([countdown] { countdown->Down(); });
 }
 
-std::string SessionManager::DescribeSessions(uint32_t device_id,
-                                             absl::Span<const uint64_t> keys) {
+std::vector<std::string> SessionManager::DescribeSessions(
+    uint32_t device_id, absl::Span<const uint64_t> keys) {
   std::vector<std::string> names;
   absl::MutexLock lock(&mu_);
   for (const auto& [id, entry] : sessions_) {
@@ -331,7 +330,7 @@ std::string SessionManager::DescribeSessions(uint32_t device_id,
                                  " (tenant '", session.owner().tenant, "')"));
   }
   absl::c_sort(names);  // Stable output for the same sessions.
-  return absl::StrJoin(names, ", ");
+  return names;
 }
 
 void SessionManager::RememberEnded(const std::string& session_id,

@@ -95,9 +95,10 @@ class SessionManager {
   void AbortDevice(uint32_t device_id, const absl::Status& reason,
                    absl::AnyInvocable<void()> done);
   // "session <public_id> (tenant '<name>')" for each live session on
-  // `device_id` whose session_key is in `keys`, joined by ", ".
-  std::string DescribeSessions(uint32_t device_id,
-                               absl::Span<const uint64_t> keys);
+  // `device_id` whose session_key is in `keys`, sorted. Keys of sessions
+  // that have ended already find nothing.
+  std::vector<std::string> DescribeSessions(uint32_t device_id,
+                                            absl::Span<const uint64_t> keys);
 
  private:
   struct Entry {

@@ -13,7 +13,10 @@
 // - once the session is closed, the tenant's sessions, queues, memory,
 //   staged bytes and in-flight commands are back to zero, and the device's
 //   memory is back where it was before the input.
+#include <dlfcn.h>
+
 #include <cstdio>
+#include <atomic>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -57,6 +60,10 @@ struct Harness {
   std::unique_ptr<session::ServerCore> core;
   session::Principal who;
   uint64_t device_memory_at_start = 0;
+  std::string argv0;
+  // The device failed for good (a HIP device cannot be reset in-process):
+  // the next input starts a new core, as a supervisor restarts the daemon.
+  std::atomic<bool> device_lost{false};
 };
 Harness* harness = nullptr;
 
@@ -235,6 +242,9 @@ std::string Leftovers() {
     }
   }
   for (const v1::DeviceStats& d : stats.devices()) {
+    // A device lost for good (HIP) holds its failed context's memory until
+    // the process ends; the next input starts a new core.
+    if (harness->device_lost) break;
     if (d.memory_used_bytes() != harness->device_memory_at_start) {
       absl::StrAppend(&out, "device memory_used_bytes ", d.memory_used_bytes(),
                       " (", harness->device_memory_at_start,
@@ -270,6 +280,9 @@ std::shared_ptr<Session> OpenSession(std::string* id) {
         Fail(absl::StrCat("opened, not found: ", session.status().ToString()));
       return *session;
     }
+#ifdef GS_FUZZ_HIP_FAKE
+    if (harness->device_lost) return nullptr;  // The caller restarts.
+#endif
     if (absl::Now() > deadline)
       Fail(absl::StrCat("OpenSession: ", s.ToString()));
     absl::SleepFor(absl::Milliseconds(5));
@@ -287,32 +300,74 @@ std::shared_ptr<Session> OpenSession(std::string* id) {
 extern "C" int __lsan_is_turned_off() { return 1; }
 #endif
 
-extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
-  using namespace gpustream;
-  // Session open and close lines for every input would drown the output.
-  log::Init(log::Level::kError, log::Format::kText);
+namespace gpustream::fuzz {
+namespace {
+
+// (Re)starts the harness's core on a new device.
+void StartCore() {
   session::ManagerOptions options;
   // Small limits, so that inputs reach them.
   options.session_limits.max_queues = 6;
   options.session_limits.max_objects = 48;
   std::vector<std::unique_ptr<backend::Device>> devices;
-  devices.push_back(fuzz::OpenDevice((*argv)[0]));
+  devices.push_back(OpenDevice(harness->argv0.c_str()));
   auto core = session::ServerCore::Create(std::move(devices), {}, options);
-  if (!core.ok())
-    fuzz::Fail(absl::StrCat("ServerCore: ", core.status().ToString()));
-  fuzz::harness = new fuzz::Harness{*std::move(core)};
-  fuzz::harness->who = *fuzz::harness->core->Authenticate({});
+  if (!core.ok()) Fail(absl::StrCat("ServerCore: ", core.status().ToString()));
+  harness->core = *std::move(core);
+  harness->core->SetDeviceLostHandler(
+      [](uint32_t, const absl::Status&) { harness->device_lost = true; });
+  harness->who = *harness->core->Authenticate({});
   v1::GetStatsResponse stats;
-  fuzz::harness->core->Stats(&stats);
-  fuzz::harness->device_memory_at_start = stats.devices(0).memory_used_bytes();
+  harness->core->Stats(&stats);
+  harness->device_memory_at_start = stats.devices(0).memory_used_bytes();
+}
+
+#ifdef GS_FUZZ_HIP_FAKE
+// The daemon cannot reset a HIP device; its supervisor restarts it, and a
+// new process gets a clean device. Here: a new core, after the fake's
+// context is reset behind the daemon's back (FAKECUDA_RESET_CLEARS_STICKY).
+void RestartAfterDeviceLoss() {
+  harness->core.reset();
+  void* fake = dlopen(
+      FakeDriverPath(harness->argv0.c_str(), "fake_hip/libfakehip.so").c_str(),
+      RTLD_NOW | RTLD_NOLOAD);
+  if (fake == nullptr) Fail("the fake HIP runtime is not loaded");
+  auto reset = reinterpret_cast<int (*)(int)>(
+      dlsym(fake, "hipDevicePrimaryCtxReset"));
+  if (reset == nullptr || reset(0) != 0) Fail("cannot reset the fake device");
+  harness->device_lost = false;
+  StartCore();
+}
+#endif
+
+}  // namespace
+}  // namespace gpustream::fuzz
+
+extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
+  using namespace gpustream;
+  // Session open and close lines for every input would drown the output.
+  log::Init(log::Level::kError, log::Format::kText);
+  fuzz::harness = new fuzz::Harness;
+  fuzz::harness->argv0 = (*argv)[0];
+  fuzz::StartCore();
   (void)argc;
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace gpustream;
+#ifdef GS_FUZZ_HIP_FAKE
+  if (fuzz::harness->device_lost) fuzz::RestartAfterDeviceLoss();
+#endif
   std::string id;
   std::shared_ptr<session::Session> session = fuzz::OpenSession(&id);
+#ifdef GS_FUZZ_HIP_FAKE
+  if (session == nullptr) {  // The device was lost after the last input.
+    fuzz::RestartAfterDeviceLoss();
+    session = fuzz::OpenSession(&id);
+    if (session == nullptr) fuzz::Fail("a restarted core lost its device");
+  }
+#endif
   fuzz::CommandDecoder decoder(data, size, session->default_queue_id());
   fuzz::Completions completions;
   std::vector<std::unique_ptr<v1::Command>> commands;

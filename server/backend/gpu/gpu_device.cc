@@ -52,6 +52,12 @@ absl::StatusOr<std::unique_ptr<GpuDevice>> GpuDevice::Create(
 }
 
 GpuDevice::~GpuDevice() {
+  if (dispatcher_ == nullptr) {
+    // Create failed after retaining the context (its properties could not
+    // be read): no thread and no object was started.
+    driver_->PrimaryContextRelease(ordinal_).IgnoreError();
+    return;
+  }
   // The dispatcher first, so that no tick holds queues out of the lists
   // below; from then on posts run on the poster's thread.
   dispatcher_->Shutdown();
@@ -296,6 +302,14 @@ void GpuDevice::FailQueues(std::vector<std::shared_ptr<GpuQueueCore>>& queues,
 
 absl::Status GpuDevice::Recover() {
   if (!failed()) return absl::OkStatus();
+  if (!traits().context_reset) {
+    // A reset that frees nothing would leak every object of the failed
+    // context and serve a device whose state nobody knows.
+    return absl::AbortedError(absl::StrCat(
+        traits().display_name, " device ", ordinal_,
+        " cannot be reset within this process (the runtime's primary "
+        "context reset does nothing): restart the daemon"));
+  }
   // Releases of the failed context's objects skip their driver calls (the
   // epoch moves on below); let those already posted run first.
   cleanup_->Drain();

@@ -40,6 +40,10 @@ struct GpuTraits {
   // DeviceInfo::native_wait_value and faults_recoverable of its devices.
   bool native_wait_value = true;
   bool faults_recoverable = true;
+  // Whether PrimaryContextReset destroys the context's objects and errors
+  // (CUDA's does; HIP's is a no-op): without it a failed device cannot be
+  // recovered in the process (GpuDevice::Recover refuses).
+  bool context_reset = true;
 };
 
 // The properties GpuDevice reads once, when it opens a device.

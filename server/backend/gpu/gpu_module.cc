@@ -43,6 +43,13 @@ absl::StatusOr<std::unique_ptr<GpuModule>> GpuModule::Load(
     }
     std::vector<modules::BinaryParam> binary;
     for (const GpuParamInfo& p : *params) {
+      // A launch packs arguments at these offsets (GpuArgBlock).
+      constexpr size_t kMaxParamBytes = size_t{1} << 16;
+      if (p.size > kMaxParamBytes || p.offset > kMaxParamBytes - p.size) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            origin, ": kernel ", k.name(), " has a parameter at offset ",
+            p.offset, " of ", p.size, " bytes, beyond ", kMaxParamBytes));
+      }
       using Kind = modules::BinaryParam::Kind;
       const Kind kind = p.kind == GpuParamInfo::Kind::kGlobalBuffer
                             ? Kind::kBuffer

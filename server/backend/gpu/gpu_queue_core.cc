@@ -330,7 +330,10 @@ bool GpuQueueCore::Fail(const absl::Status& status) {
   bool kernel_in_flight;
   {
     absl::MutexLock lock(&mu_);
-    kernel_in_flight = kernel_issued_ > completed_;
+    // What the markers say landed, read once more (a progress word is host
+    // memory, readable while the device is failed): a kernel that finished
+    // before the fault is no suspect.
+    kernel_in_flight = kernel_issued_ > std::max(completed_, LandedLocked());
     StickLocked(status, &callbacks);
     // No marker will come back from a failed context.
     for (const EventMark& mark : event_marks_) {

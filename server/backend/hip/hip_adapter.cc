@@ -49,7 +49,10 @@ HipAdapter::HipAdapter(std::unique_ptr<HipDriver> driver)
               .native_wait_value = false,
               // ROCclr 5.2 aborts the process on a queue error (a kernel
               // fault); not known otherwise for later runtimes.
-              .faults_recoverable = false} {}
+              .faults_recoverable = false,
+              // hipDevicePrimaryCtxReset is a no-op in ROCm 5.2: it frees
+              // nothing and clears nothing.
+              .context_reset = false} {}
 
 std::string HipAdapter::Describe() const {
   return absl::StrCat(driver_->path, " (HIP ", driver_->version / 10000000, ".",
@@ -361,10 +364,11 @@ absl::Status HipAdapter::MemsetD32Async(GpuDeviceptr dst, uint32_t value,
 
 absl::StatusOr<GpuModuleHandle> HipAdapter::ModuleLoad(
     const std::string& image, absl::string_view arch) const {
-  // Say what the image lacks before the runtime does (its error names no
-  // target), and how to build one that has it.
-  if (absl::StatusOr<absl::string_view> code = AmdCodeObjectFor(image, arch);
-      !code.ok()) {
+  // The runtime is given no size and trusts the image's headers: it gets
+  // only the code object for this device, checked whole first. A refusal
+  // says what the image lacks and how to build one that has it.
+  absl::StatusOr<absl::string_view> code = AmdCodeObjectFor(image, arch);
+  if (!code.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(code.status().message(),
                      code.status().code() == absl::StatusCode::kNotFound
@@ -373,7 +377,7 @@ absl::StatusOr<GpuModuleHandle> HipAdapter::ModuleLoad(
   }
   hipapi::Module* module = nullptr;
   if (absl::Status s =
-          ToStatus(driver_->hipModuleLoadData(&module, image.data()),
+          ToStatus(driver_->hipModuleLoadData(&module, code->data()),
                    "hipModuleLoadData", driver_.get());
       !s.ok()) {
     return s;

@@ -2,6 +2,7 @@
 #include "server/backend/hip/hip_backend.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "server/backend/hip/hip_driver.h"
 #include "server/backend/hip/hip_status.h"
 
@@ -9,19 +10,31 @@ namespace gpustream::backend {
 
 absl::StatusOr<std::shared_ptr<const HipAdapter>> OpenHipRuntime(
     const std::string& runtime_path) {
-  auto loaded = HipDriver::Load(runtime_path.empty()
-                                    ? HipDriver::DefaultPaths()
-                                    : std::vector<std::string>{runtime_path});
-  if (!loaded.ok()) return loaded.status();
-  const std::string path = (*loaded)->path;
-  auto driver = std::make_shared<const HipAdapter>(*std::move(loaded));
-  if (absl::Status s =
-          ToStatus(driver->table().hipInit(0), "hipInit", &driver->table());
-      !s.ok()) {
-    return absl::UnavailableError(
-        absl::StrCat("HIP runtime ", path, ": ", s.message()));
+  const std::vector<std::string> paths =
+      runtime_path.empty() ? HipDriver::DefaultPaths()
+                           : std::vector<std::string>{runtime_path};
+  // Each in turn: a ROCm 6 runtime that lacks an entry point or does not
+  // initialize leaves ROCm 5's to try. The last one's code, every reason.
+  absl::StatusCode code = absl::StatusCode::kUnavailable;
+  std::vector<std::string> failures;
+  for (const std::string& path : paths) {
+    auto loaded = HipDriver::Load({path});
+    if (!loaded.ok()) {
+      code = loaded.status().code();
+      failures.emplace_back(loaded.status().message());
+      continue;
+    }
+    auto driver = std::make_shared<const HipAdapter>(*std::move(loaded));
+    if (absl::Status s =
+            ToStatus(driver->table().hipInit(0), "hipInit", &driver->table());
+        !s.ok()) {
+      code = absl::StatusCode::kUnavailable;
+      failures.push_back(absl::StrCat("HIP runtime ", path, ": ", s.message()));
+      continue;
+    }
+    return driver;
   }
-  return driver;
+  return absl::Status(code, absl::StrJoin(failures, "; "));
 }
 
 absl::StatusOr<std::unique_ptr<GpuDevice>> OpenHipDevice(

@@ -2,9 +2,11 @@
 #include "server/backend/hip/hip_code_object.h"
 
 #define MSGPACK_NO_BOOST
+#include <algorithm>
 #include <cstring>
 #include <msgpack.hpp>
 
+#include "absl/algorithm/container.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -17,6 +19,8 @@ constexpr absl::string_view kBundleMagic = "__CLANG_OFFLOAD_BUNDLE__";
 constexpr uint16_t kElfMachineAmdgpu = 224;   // EM_AMDGPU
 constexpr uint32_t kNoteAmdgpuMetadata = 32;  // NT_AMDGPU_METADATA
 constexpr uint32_t kSectionNote = 7;          // SHT_NOTE
+// The most bytes of explicit arguments a kernel may take.
+constexpr uint64_t kMaxKernargBytes = uint64_t{1} << 16;
 
 // Reads a little-endian T at `offset`, if `data` holds it.
 template <typename T>
@@ -107,6 +111,13 @@ absl::StatusOr<std::vector<AmdKernel>> ParseMetadata(absl::string_view blob) {
     if (AsUint(Find(entry, ".group_segment_fixed_size"), &value)) {
       kernel.group_segment_fixed_size = static_cast<uint32_t>(value);
     }
+    // Explicit arguments come in order, apart, and end within the kernel's
+    // argument segment, which is bounded: a launch packs them there.
+    uint64_t segment = kMaxKernargBytes;
+    if (AsUint(Find(entry, ".kernarg_segment_size"), &value)) {
+      segment = std::min(value, kMaxKernargBytes);
+    }
+    uint64_t next_free = 0;
     const msgpack::object* args = Find(entry, ".args");
     if (args != nullptr && args->type != msgpack::type::ARRAY) {
       return Malformed(absl::StrCat("kernel ", kernel.name, ": .args"));
@@ -121,6 +132,15 @@ absl::StatusOr<std::vector<AmdKernel>> ParseMetadata(absl::string_view blob) {
                                       " lacks .offset, .size or .value_kind"));
       }
       if (absl::StartsWith(parsed.value_kind, "hidden_")) continue;
+      if (parsed.offset < next_free || parsed.size > segment ||
+          parsed.offset > segment - parsed.size) {
+        return Malformed(absl::StrCat("kernel ", kernel.name, ": argument ", a,
+                                      " (offset ", parsed.offset, ", ",
+                                      parsed.size,
+                                      " bytes) overlaps another or leaves its ",
+                                      segment, "-byte argument segment"));
+      }
+      next_free = parsed.offset + parsed.size;
       kernel.args.push_back(std::move(parsed));
     }
     out.push_back(std::move(kernel));
@@ -128,11 +148,92 @@ absl::StatusOr<std::vector<AmdKernel>> ParseMetadata(absl::string_view blob) {
   return out;
 }
 
+// Whether [offset, offset + size) lies within `data`, overflow-safe.
+bool Within(absl::string_view data, uint64_t offset, uint64_t size) {
+  return offset <= data.size() && size <= data.size() - offset;
+}
+
+// Every table, section and segment the ELF's headers describe lies within
+// it: the runtime, given no size, trusts them.
+bool ExtentsValid(absl::string_view elf) {
+  struct Table {
+    uint64_t offset_at, entry_size_at, count_at;  // In the ELF header.
+    uint64_t min_entry;                           // Bytes of one entry.
+    uint64_t item_offset_at, item_size_at;        // Within an entry.
+    bool sections;
+  };
+  // Sections (e_shoff, e_shentsize, e_shnum: sh_offset, sh_size) and
+  // segments (e_phoff, e_phentsize, e_phnum: p_offset, p_filesz).
+  for (const Table& t : {Table{40, 58, 60, 64, 24, 32, true},
+                         Table{32, 54, 56, 56, 8, 32, false}}) {
+    uint64_t offset = 0;
+    uint16_t entry_size = 0, count = 0;
+    if (!ReadAt(elf, t.offset_at, &offset) ||
+        !ReadAt(elf, t.entry_size_at, &entry_size) ||
+        !ReadAt(elf, t.count_at, &count)) {
+      return false;
+    }
+    if (count == 0) continue;
+    if (entry_size < t.min_entry ||
+        !Within(elf, offset, uint64_t{count} * entry_size)) {
+      return false;
+    }
+    for (uint16_t i = 0; i < count; ++i) {
+      const uint64_t entry = offset + uint64_t{i} * entry_size;
+      uint32_t type = 0;
+      uint64_t item_offset = 0, item_size = 0;
+      ReadAt(elf, entry + 4, &type);
+      ReadAt(elf, entry + t.item_offset_at, &item_offset);
+      ReadAt(elf, entry + t.item_size_at, &item_size);
+      const bool no_bits = t.sections && type == 8;  // SHT_NOBITS
+      if (!no_bits && !Within(elf, item_offset, item_size)) return false;
+    }
+  }
+  return true;
+}
+
+// The processor an AMDGPU ELF's e_flags name (EF_AMDGPU_MACH_*), or empty
+// for one this table does not know.
+absl::string_view MachName(uint32_t flags) {
+  struct Mach {
+    uint32_t mach;
+    absl::string_view name;
+  };
+  static constexpr Mach kMachs[] = {
+      {0x02c, "gfx900"},  {0x02f, "gfx906"},  {0x030, "gfx908"},
+      {0x03f, "gfx90a"},  {0x040, "gfx940"},  {0x04b, "gfx941"},
+      {0x04c, "gfx942"},  {0x036, "gfx1030"}, {0x037, "gfx1031"},
+      {0x041, "gfx1100"}, {0x046, "gfx1101"}, {0x047, "gfx1102"}};
+  for (const Mach& m : kMachs) {
+    if ((flags & 0xff) == m.mach) return m.name;
+  }
+  return {};
+}
+
+// `code` is a whole, consistent AMDGPU ELF for `arch` (as far as its
+// e_flags say).
+absl::Status CheckCodeObject(absl::string_view code, absl::string_view arch) {
+  if (!IsAmdgpuElf(code) || !ExtentsValid(code)) {
+    return Malformed("its ELF headers describe data outside it");
+  }
+  uint32_t flags = 0;
+  ReadAt(code, 48, &flags);
+  const absl::string_view built_for = MachName(flags);
+  if (!built_for.empty() && built_for != arch) {
+    return absl::NotFoundError(
+        absl::StrCat("the code object is for ", built_for, ", not ", arch));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<absl::string_view> AmdCodeObjectFor(absl::string_view image,
                                                    absl::string_view arch) {
-  if (IsAmdgpuElf(image)) return image;
+  if (IsAmdgpuElf(image)) {
+    if (absl::Status s = CheckCodeObject(image, arch); !s.ok()) return s;
+    return image;
+  }
   if (!absl::StartsWith(image, kBundleMagic)) {
     return absl::InvalidArgumentError(
         "not an AMD code object or clang offload bundle");
@@ -143,25 +244,34 @@ absl::StatusOr<absl::string_view> AmdCodeObjectFor(absl::string_view image,
     return Malformed("offload bundle header");
   }
   at += 8;
+  // Every entry is checked before one is chosen: the runtime reads them all.
   std::vector<std::string> targets;
+  absl::string_view chosen;
   for (uint64_t i = 0; i < count; ++i) {
     uint64_t offset = 0, size = 0, triple_size = 0;
     if (!ReadAt(image, at, &offset) || !ReadAt(image, at + 8, &size) ||
         !ReadAt(image, at + 16, &triple_size) ||
-        triple_size >
-            image.size() - std::min<uint64_t>(at + 24, image.size())) {
+        !Within(image, at + 24, triple_size)) {
       return Malformed(absl::StrCat("offload bundle entry ", i));
     }
     const absl::string_view triple = image.substr(at + 24, triple_size);
     at += 24 + triple_size;
-    if (offset > image.size() || size > image.size() - offset) {
+    if (!Within(image, offset, size)) {
       return Malformed(absl::StrCat("offload bundle entry ", triple));
     }
     const absl::string_view processor = Processor(triple);
     if (processor.empty()) continue;
-    if (processor == arch) return image.substr(offset, size);
-    targets.emplace_back(processor);
+    if (processor == arch && chosen.empty()) {
+      chosen = image.substr(offset, size);
+    } else if (processor != arch) {
+      targets.emplace_back(processor);
+    }
   }
+  if (!chosen.empty()) {
+    if (absl::Status s = CheckCodeObject(chosen, arch); !s.ok()) return s;
+    return chosen;
+  }
+  absl::c_sort(targets);
   return absl::NotFoundError(absl::StrCat(
       "the offload bundle has no code object for ", arch, " (it has ",
       targets.empty() ? "none" : absl::StrJoin(targets, ", "), ")"));

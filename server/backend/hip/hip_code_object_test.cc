@@ -5,6 +5,7 @@
 #include "server/backend/hip/hip_code_object.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -137,6 +138,32 @@ TEST_F(HipCodeObjectTest, TruncatedAndCorruptImagesAreRefusedNotOverread) {
     corrupt[i] = static_cast<char>(corrupt[i] ^ 0x5a);
     (void)ReadAmdKernels(corrupt);
   }
+}
+
+// The runtime is given no size: an ELF whose headers point outside it is
+// refused before it gets there, and a code object is used only for the
+// architecture its e_flags name.
+TEST_F(HipCodeObjectTest, ElfHeadersAndArchitectureAreCheckedBeforeUse) {
+  const std::string object(*AmdCodeObjectFor(bundle_, "gfx90a"));
+  std::string far = object;
+  const uint64_t beyond = uint64_t{1} << 40;
+  std::memcpy(far.data() + 40, &beyond, 8);  // e_shoff
+  auto refused = AmdCodeObjectFor(far, "gfx90a");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().message(),
+            "malformed AMD code object: its ELF headers describe data outside "
+            "it");
+  auto other = AmdCodeObjectFor(object, "gfx1030");
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(other.status().message(),
+            "the code object is for gfx90a, not gfx1030");
+  // A bundle whose chosen entry is inconsistent is refused too.
+  std::string bundle = bundle_;
+  const size_t at = bundle.find(object);
+  ASSERT_NE(at, std::string::npos);
+  std::memcpy(bundle.data() + at + 40, &beyond, 8);
+  EXPECT_EQ(AmdCodeObjectFor(bundle, "gfx90a").status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(HipCodeObjectMalformedTest, NeitherABundleNorAnElfIsInvalid) {

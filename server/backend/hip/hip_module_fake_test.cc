@@ -122,5 +122,46 @@ TEST_F(HipModuleFakeTest, AManifestThatMistakesABufferForAValueIsRefused) {
             "manifest but a global buffer in the binary");
 }
 
+void UnrecoverableChild() {
+  // Faults reported, not aborting (as a later runtime might): the device
+  // fails, but a runtime whose context reset does nothing cannot recover.
+  setenv("FAKEHIP_FAULT_ABORTS", "0", 1);
+  setenv("FAKEHIP_ARCH", "gfx90a", 1);
+  auto runtime = OpenHipRuntime(FakeHipRuntimePath());
+  if (!runtime.ok()) std::exit(2);
+  auto device = OpenHipDevice(*std::move(runtime), 0);
+  if (!device.ok()) std::exit(3);
+  absl::Notification failed;
+  (*device)->SetFatalErrorHandler(
+      [&failed](const DeviceFailure&) { failed.Notify(); });
+  std::vector<std::unique_ptr<Module>> modules = (*device)->BuiltinModules();
+  if (modules.empty()) std::exit(4);
+  {
+    auto q = *(*device)->CreateQueue(QueueOptions{});
+    if (!q->Launch(**modules.front()->FindKernel("trap"), {{1}, {1}}, {})
+             .ok()) {
+      std::exit(5);
+    }
+    if (!failed.WaitForNotificationWithTimeout(absl::Seconds(20))) {
+      std::exit(6);
+    }
+  }
+  const absl::Status recovered = (*device)->Recover();
+  if (recovered.code() != absl::StatusCode::kAborted ||
+      !absl::StrContains(recovered.message(),
+                         "HIP device 0 cannot be reset within this process")) {
+    std::exit(7);
+  }
+  std::exit((*device)->failed() ? 0 : 8);
+}
+
+// A HIP device that fails (where a runtime reports a fault instead of
+// aborting) is not "recovered" by a reset that frees nothing: Recover
+// refuses, naming why, and the daemon exits for its supervisor.
+TEST_F(HipModuleFakeTest, AFailedDeviceIsNotRecoveredByANoOpReset) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(UnrecoverableChild(), ::testing::ExitedWithCode(0), "");
+}
+
 }  // namespace
 }  // namespace gpustream::backend

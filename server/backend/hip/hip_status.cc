@@ -12,9 +12,10 @@ bool IsFatal(hipapi::Error e) {
     case hipapi::kErrorLaunchTimeOut:
     case hipapi::kErrorAssert:
     case hipapi::kErrorECCNotCorrectable:
-    case hipapi::kErrorContextIsDestroyed:
-    case hipapi::kErrorUnknown:
       return true;
+    // Not hipErrorContextIsDestroyed or hipErrorUnknown: ROCm returns them
+    // for a bad handle and as a catch-all, not for a lost context, and a
+    // fatal code fails every session on the device.
     default:
       return false;
   }

@@ -8,10 +8,10 @@
 
 namespace gpustream::backend {
 
-// Whether `e` leaves the device's context unusable (a kernel fault, a lost
-// device): the device must be reset, and every session on it ends with
-// ABORTED. (ROCm 5.2 aborts the process on a queue error before a caller
-// hears of it; later runtimes report these.)
+// Whether `e` leaves the device's context unusable (a kernel fault, ECC):
+// the device fails, and every session on it ends with ABORTED. (ROCm 5.2 aborts
+// the process on a queue error before a caller hears of it; later runtimes
+// report these.)
 bool IsFatal(hipapi::Error e);
 
 // Slow path of ToStatus: out of memory → RESOURCE_EXHAUSTED; fatal errors →
