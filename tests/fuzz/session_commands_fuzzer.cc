@@ -15,8 +15,8 @@
 //   memory is back where it was before the input.
 #include <dlfcn.h>
 
-#include <cstdio>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -35,6 +35,10 @@
 #include "server/session/ops.h"
 #include "server/session/server_core.h"
 #include "tests/fuzz/command_decoder.h"
+
+#ifdef GS_FUZZ_HIP_FAKE
+#include "server/backend/hip/hip_api.h"
+#endif
 
 namespace gpustream::fuzz {
 namespace {
@@ -332,9 +336,12 @@ void RestartAfterDeviceLoss() {
       FakeDriverPath(harness->argv0.c_str(), "fake_hip/libfakehip.so").c_str(),
       RTLD_NOW | RTLD_NOLOAD);
   if (fake == nullptr) Fail("the fake HIP runtime is not loaded");
-  auto reset = reinterpret_cast<int (*)(int)>(
-      dlsym(fake, "hipDevicePrimaryCtxReset"));
-  if (reset == nullptr || reset(0) != 0) Fail("cannot reset the fake device");
+  using ResetFn = backend::hipapi::Error (*)(backend::hipapi::Device);
+  auto reset =
+      reinterpret_cast<ResetFn>(dlsym(fake, "hipDevicePrimaryCtxReset"));
+  if (reset == nullptr || reset(0) != backend::hipapi::kSuccess) {
+    Fail("cannot reset the fake device");
+  }
   harness->device_lost = false;
   StartCore();
 }
