@@ -76,7 +76,10 @@ void ServerCore::OnDeviceFailure(uint32_t device_id,
       .Status(cause)
       .Num("sessions_with_kernels", with_kernels)
       .Str("caused_by", caused_by)
-      .Str("action", "aborting its sessions and resetting it");
+      .Str("action", devices_[device_id]->info().faults_recoverable
+                         ? "aborting its sessions and resetting it"
+                         : "aborting its sessions (its context cannot be "
+                           "reset in this process)");
   const absl::Status reason = absl::AbortedError(
       absl::StrCat("device ", device_id, " failed (", cause.message(),
                    "); the session was ended, open a new one"));

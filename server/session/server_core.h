@@ -124,9 +124,11 @@ class ServerCore {
   std::vector<std::unique_ptr<backend::Device>> devices_;
   std::vector<std::unique_ptr<modules::ModuleRegistry>> registries_;
   util::TimerThread timer_;
-  std::unique_ptr<SessionManager> sessions_;  // Destroyed first.
   std::atomic<bool> shutting_down_{false};
+  // Before sessions_: a device-failure chore the session manager's
+  // housekeeper runs while it is destroyed may still call it.
   DeviceLostHandler on_device_lost_;
+  std::unique_ptr<SessionManager> sessions_;  // Destroyed first.
 };
 
 // Runs a session operation with the uniform asynchronous signature, whether

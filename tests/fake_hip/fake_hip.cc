@@ -94,11 +94,13 @@ bool ReadAt(std::string_view data, uint64_t offset, T* out) {
   return true;
 }
 
-// The size of an AMDGPU ELF starting at `image` (its section table ends
-// it), if its machine is the device's; 0 otherwise. `limit` bounds reads.
+// The size of an AMDGPU ELF starting at `image`, as ROCm computes it (the
+// end of the section table or of the furthest section: sh_offset, plus
+// sh_size unless SHT_NOBITS, stepping 64 bytes a section), if its machine
+// is the device's; 0 otherwise. `limit` bounds reads.
 uint64_t ElfFor(const char* image, uint64_t limit, bool* wrong_arch) {
   std::string_view data(image, limit);
-  uint16_t machine = 0, entry_size = 0, sections = 0;
+  uint16_t machine = 0, sections = 0;
   uint32_t flags = 0;
   uint64_t table = 0;
   if (data.substr(0, 4) !=
@@ -106,7 +108,7 @@ uint64_t ElfFor(const char* image, uint64_t limit, bool* wrong_arch) {
           "ELF" ||
       !ReadAt(data, 18, &machine) || machine != 224 ||
       !ReadAt(data, 48, &flags) || !ReadAt(data, 40, &table) ||
-      !ReadAt(data, 58, &entry_size) || !ReadAt(data, 60, &sections)) {
+      !ReadAt(data, 60, &sections)) {
     return 0;
   }
   uint32_t want = 0;
@@ -117,7 +119,20 @@ uint64_t ElfFor(const char* image, uint64_t limit, bool* wrong_arch) {
     *wrong_arch = true;
     return 0;
   }
-  return table + uint64_t{sections} * entry_size;
+  uint64_t size = table + uint64_t{sections} * 64;
+  uint64_t furthest = 0, furthest_end = 0;
+  for (uint16_t i = 0; i < sections; ++i) {
+    uint32_t type = 0;
+    uint64_t offset = 0, bytes = 0;
+    ReadAt(data, table + uint64_t{i} * 64 + 4, &type);
+    ReadAt(data, table + uint64_t{i} * 64 + 24, &offset);
+    ReadAt(data, table + uint64_t{i} * 64 + 32, &bytes);
+    if (offset >= furthest) {
+      furthest = offset;
+      furthest_end = offset + (type == 8 ? 0 : bytes);
+    }
+  }
+  return std::max(size, furthest_end);
 }
 
 // The code object in `image` for the device: `image` itself if it is an
@@ -287,8 +302,8 @@ FAKEHIP_EXPORT Error hipDeviceGetName(char* name, int len, api::Device dev) {
       r != CUDA_SUCCESS) {
     return ToHip(r);
   }
-  std::snprintf(name, static_cast<size_t>(len), "Fake HIP Device %d (%s)",
-                dev, Processor().c_str());
+  std::snprintf(name, static_cast<size_t>(len), "Fake HIP Device %d (%s)", dev,
+                Processor().c_str());
   return api::kSuccess;
 }
 

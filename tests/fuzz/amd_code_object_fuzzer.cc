@@ -9,6 +9,7 @@
 // is no hidden one.
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -22,6 +23,39 @@ namespace {
                what.c_str());
   std::fflush(stderr);
   std::abort();
+}
+
+template <typename T>
+T Read(absl::string_view data, uint64_t offset) {
+  T value{};
+  if (offset <= data.size() && data.size() - offset >= sizeof(T)) {
+    std::memcpy(&value, data.data() + offset, sizeof(T));
+  }
+  return value;
+}
+
+// How many bytes ROCm's loader takes a code object it is given without a
+// size to be (amd::Elf::getElfSize): the end of the section table or of the
+// furthest section, stepping 64 bytes a section.
+uint64_t RocmSize(absl::string_view elf) {
+  const uint64_t table = Read<uint64_t>(elf, 40);
+  const uint16_t sections = Read<uint16_t>(elf, 60);
+  unsigned __int128 size =
+      table + static_cast<unsigned __int128>(sections) * 64;
+  uint64_t furthest = 0;
+  unsigned __int128 furthest_end = 0;
+  for (uint16_t i = 0; i < sections; ++i) {
+    const uint64_t entry = table + uint64_t{i} * 64;
+    const uint64_t offset = Read<uint64_t>(elf, entry + 24);
+    if (offset < furthest) continue;
+    furthest = offset;
+    furthest_end = offset;
+    if (Read<uint32_t>(elf, entry + 4) != 8) {  // Not SHT_NOBITS.
+      furthest_end += Read<uint64_t>(elf, entry + 32);
+    }
+  }
+  if (furthest_end > size) size = furthest_end;
+  return size > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(size);
 }
 
 void CheckKernels(absl::string_view code) {
@@ -61,6 +95,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (code->data() < input.data() ||
         code->data() + code->size() > input.data() + input.size()) {
       Fail("the entry found lies outside the input");
+    }
+    if (RocmSize(*code) > code->size()) {
+      Fail(absl::StrCat("the runtime would read ", RocmSize(*code),
+                        " bytes of a ", code->size(), "-byte code object"));
     }
     CheckKernels(*code);
   }

@@ -93,8 +93,9 @@ std::unique_ptr<backend::Device> OpenDevice(const char* argv0) {
   options.backend = "hip";
   options.hip_runtime = FakeDriverPath(argv0, "fake_hip/libfakehip.so");
   // A fault aborts a HIP process by design (ROCm 5.x): here it is the
-  // context's sticky error, recovered as on CUDA, so that one process
-  // fuzzes every input.
+  // context's sticky error; the daemon cannot reset a HIP device, so the
+  // harness starts a new core after it (RestartAfterDeviceLoss), as a
+  // supervisor restarts the daemon, and one process fuzzes every input.
   setenv("FAKEHIP_FAULT_ABORTS", "0", /*overwrite=*/0);
 #endif
   setenv("FAKECUDA_MEMORY_BYTES", "67108864", /*overwrite=*/0);

@@ -64,6 +64,7 @@ absl::StatusOr<GpuDeviceProperties> CudaAdapter::DeviceProperties(
   p.arch =
       absl::StrCat("sm_", attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
                    attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR));
+  p.target_id = p.arch;
   p.multiprocessor_count = u(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
   int least = 0, greatest = 0;
   d.cuCtxGetStreamPriorityRange(&least, &greatest);
@@ -330,7 +331,7 @@ absl::Status CudaAdapter::MemsetD32Async(GpuDeviceptr dst, uint32_t value,
 }
 
 absl::StatusOr<GpuModuleHandle> CudaAdapter::ModuleLoad(
-    const std::string& image, absl::string_view arch) const {
+    const std::string& image, absl::string_view target) const {
   CUmodule module = nullptr;
   const CUresult r = driver_->cuModuleLoadData(&module, image.data());
   if (r == CUDA_SUCCESS) return reinterpret_cast<GpuModuleHandle>(module);
@@ -338,11 +339,11 @@ absl::StatusOr<GpuModuleHandle> CudaAdapter::ModuleLoad(
   // Say what the image lacks, and how to build one that has it.
   const std::string hint =
       r == CUDA_ERROR_NO_BINARY_FOR_GPU
-          ? absl::StrCat(" (the image has neither SASS for ", arch,
+          ? absl::StrCat(" (the image has neither SASS for ", target,
                          " nor PTX it can be compiled from: build it with "
                          "-gencode for this device)")
       : r == CUDA_ERROR_INVALID_PTX
-          ? absl::StrCat(" (its PTX does not compile for ", arch, ")")
+          ? absl::StrCat(" (its PTX does not compile for ", target, ")")
           : "";
   return absl::Status(s.code(), absl::StrCat(s.message(), hint));
 }
@@ -366,7 +367,7 @@ absl::StatusOr<GpuFunctionHandle> CudaAdapter::ModuleFunction(
 
 absl::StatusOr<std::vector<GpuParamInfo>> CudaAdapter::KernelParams(
     GpuFunctionHandle function, const std::string& /*image*/,
-    const std::string& /*name*/, absl::string_view /*arch*/) const {
+    const std::string& /*name*/, absl::string_view /*target*/) const {
   // The loaded function knows its parameters (CUDA 12.4+).
   std::vector<GpuParamInfo> params;
   for (size_t i = 0;; ++i) {

@@ -142,6 +142,7 @@ absl::Status GpuDevice::ReadInfo() {
   info_.backend = traits().name;
   info_.name = p->name;
   info_.arch = p->arch;
+  target_id_ = p->target_id.empty() ? p->arch : p->target_id;
   info_.multiprocessor_count = p->multiprocessor_count;
   info_.priority_least = p->priority_least;
   info_.priority_greatest = p->priority_greatest;

@@ -110,6 +110,8 @@ class GpuDevice : public Device {
   absl::Status PassRefused();
   const GpuDriver& driver() const { return *driver_; }
   const GpuTraits& traits() const { return driver_->traits(); }
+  // GpuDeviceProperties::target_id: what modules' code is matched against.
+  const std::string& target_id() const { return target_id_; }
   // Makes the primary context current on the calling thread (cached per
   // thread and context epoch).
   absl::Status MakeCurrent();
@@ -215,6 +217,7 @@ class GpuDevice : public Device {
   std::atomic<int> passes_{0};
   std::atomic<bool> resetting_{false};
   DeviceInfo info_;
+  std::string target_id_;
 
   // DEVICE memory, zeroed (tenants never see each other's data). From the
   // device's memory pool, stream-ordered on memory_stream_, where the

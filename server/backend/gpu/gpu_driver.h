@@ -50,6 +50,10 @@ struct GpuTraits {
 struct GpuDeviceProperties {
   std::string name;
   std::string arch;  // "sm_90", "gfx90a".
+  // What module loading matches code against: `arch` with the features
+  // that select code (AMD's target ID, "gfx90a:sramecc+:xnack-"); CUDA:
+  // `arch`.
+  std::string target_id;
   uint32_t multiprocessor_count = 0;
   int32_t priority_least = 0;
   int32_t priority_greatest = 0;
@@ -165,18 +169,20 @@ class GpuDriver {
 
   // --- Modules and kernels --------------------------------------------------
   // Loads `image` into the current context. A refusal says what the image
-  // lacks for `arch` (the device's) and how to build one that has it.
+  // lacks for `target` (the device's target_id) and how to build one that
+  // has it.
   virtual absl::StatusOr<GpuModuleHandle> ModuleLoad(
-      const std::string& image, absl::string_view arch) const = 0;
+      const std::string& image, absl::string_view target) const = 0;
   virtual absl::Status ModuleUnload(GpuModuleHandle module) const = 0;
   // NOT_FOUND when the module has no such kernel.
   virtual absl::StatusOr<GpuFunctionHandle> ModuleFunction(
       GpuModuleHandle module, const std::string& name) const = 0;
   // The kernel's parameters as the binary lays them out, in order (CUDA:
-  // cuFuncGetParamInfo; HIP: the code object's metadata for `arch`).
+  // cuFuncGetParamInfo; HIP: the metadata of the code object for
+  // `target`).
   virtual absl::StatusOr<std::vector<GpuParamInfo>> KernelParams(
       GpuFunctionHandle function, const std::string& image,
-      const std::string& name, absl::string_view arch) const = 0;
+      const std::string& name, absl::string_view target) const = 0;
   virtual GpuFunctionLimits FunctionLimits(
       GpuFunctionHandle function) const = 0;
   // Opts the function in to `bytes` of dynamic shared memory per block.

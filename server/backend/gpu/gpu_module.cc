@@ -35,7 +35,7 @@ absl::StatusOr<std::unique_ptr<GpuModule>> GpuModule::Load(
   for (const v1::KernelManifest& k : manifest.kernels()) {
     GpuKernel& kernel = *module->kernels_[k.name()];
     absl::StatusOr<std::vector<GpuParamInfo>> params = driver.KernelParams(
-        kernel.function(), module->image_, k.name(), device->info().arch);
+        kernel.function(), module->image_, k.name(), device->target_id());
     if (!params.ok()) {
       return absl::Status(params.status().code(),
                           absl::StrCat(origin, ": kernel ", k.name(), ": ",
@@ -97,7 +97,7 @@ absl::Status GpuModule::Reload() {
   if (absl::Status s = device_->MakeCurrent(); !s.ok()) return s;
   const GpuDriver& driver = device_->driver();
   absl::StatusOr<GpuModuleHandle> module =
-      driver.ModuleLoad(image_, device_->info().arch);
+      driver.ModuleLoad(image_, device_->target_id());
   if (!module.ok()) {
     return absl::Status(module.status().code(),
                         absl::StrCat(origin_, ": ", module.status().message()));

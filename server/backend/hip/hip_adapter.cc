@@ -100,7 +100,8 @@ absl::StatusOr<GpuDeviceProperties> HipAdapter::DeviceProperties(
   GpuDeviceProperties p;
   p.name = name;
   // "gfx90a:sramecc+:xnack-": the processor, without its feature flags.
-  p.arch = std::string(arch).substr(0, std::string(arch).find(':'));
+  p.target_id = arch;  // "gfx90a:sramecc+:xnack-"
+  p.arch = p.target_id.substr(0, p.target_id.find(':'));
   p.multiprocessor_count = u(hipapi::kAttrMultiprocessorCount);
   int least = 0, greatest = 0;
   d.hipDeviceGetStreamPriorityRange(&least, &greatest);
@@ -363,16 +364,17 @@ absl::Status HipAdapter::MemsetD32Async(GpuDeviceptr dst, uint32_t value,
 }
 
 absl::StatusOr<GpuModuleHandle> HipAdapter::ModuleLoad(
-    const std::string& image, absl::string_view arch) const {
+    const std::string& image, absl::string_view target) const {
   // The runtime is given no size and trusts the image's headers: it gets
   // only the code object for this device, checked whole first. A refusal
   // says what the image lacks and how to build one that has it.
-  absl::StatusOr<absl::string_view> code = AmdCodeObjectFor(image, arch);
+  absl::StatusOr<absl::string_view> code = AmdCodeObjectFor(image, target);
   if (!code.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(code.status().message(),
                      code.status().code() == absl::StatusCode::kNotFound
-                         ? absl::StrCat(": build it with --offload-arch=", arch)
+                         ? absl::StrCat(": build it with --offload-arch=",
+                                        target.substr(0, target.find(':')))
                          : ""));
   }
   hipapi::Module* module = nullptr;
@@ -404,9 +406,9 @@ absl::StatusOr<GpuFunctionHandle> HipAdapter::ModuleFunction(
 
 absl::StatusOr<std::vector<GpuParamInfo>> HipAdapter::KernelParams(
     GpuFunctionHandle /*function*/, const std::string& image,
-    const std::string& name, absl::string_view arch) const {
+    const std::string& name, absl::string_view target) const {
   // The runtime does not say; the code object's metadata does, kinds too.
-  absl::StatusOr<absl::string_view> code = AmdCodeObjectFor(image, arch);
+  absl::StatusOr<absl::string_view> code = AmdCodeObjectFor(image, target);
   if (!code.ok()) return code.status();
   absl::StatusOr<std::vector<AmdKernel>> kernels = ReadAmdKernels(*code);
   if (!kernels.ok()) return kernels.status();
@@ -423,7 +425,7 @@ absl::StatusOr<std::vector<GpuParamInfo>> HipAdapter::KernelParams(
     return params;
   }
   return absl::NotFoundError(absl::StrCat(
-      "the code object for ", arch, " has no metadata for kernel ", name));
+      "the code object for ", target, " has no metadata for kernel ", name));
 }
 
 GpuFunctionLimits HipAdapter::FunctionLimits(GpuFunctionHandle function) const {

@@ -65,13 +65,13 @@ class HipAdapter : public GpuDriver {
   absl::Status MemsetD32Async(GpuDeviceptr dst, uint32_t value, size_t count,
                               GpuStreamHandle stream) const override;
   absl::StatusOr<GpuModuleHandle> ModuleLoad(
-      const std::string& image, absl::string_view arch) const override;
+      const std::string& image, absl::string_view target) const override;
   absl::Status ModuleUnload(GpuModuleHandle module) const override;
   absl::StatusOr<GpuFunctionHandle> ModuleFunction(
       GpuModuleHandle module, const std::string& name) const override;
   absl::StatusOr<std::vector<GpuParamInfo>> KernelParams(
       GpuFunctionHandle function, const std::string& image,
-      const std::string& name, absl::string_view arch) const override;
+      const std::string& name, absl::string_view target) const override;
   GpuFunctionLimits FunctionLimits(GpuFunctionHandle function) const override;
   absl::Status SetMaxDynamicShared(GpuFunctionHandle function,
                                    uint32_t bytes) const override;

@@ -13,8 +13,11 @@ absl::StatusOr<std::shared_ptr<const HipAdapter>> OpenHipRuntime(
   const std::vector<std::string> paths =
       runtime_path.empty() ? HipDriver::DefaultPaths()
                            : std::vector<std::string>{runtime_path};
-  // Each in turn: a ROCm 6 runtime that lacks an entry point or does not
-  // initialize leaves ROCm 5's to try. The last one's code, every reason.
+  // Each in turn while none loads: a ROCm 6 runtime that is absent or lacks
+  // an entry point leaves ROCm 5's to try. One that loaded but does not
+  // initialize ends the search: a second ROCm would share its HSA runtime
+  // (the same soname), already loaded and half initialized. The last
+  // one's code, every reason.
   absl::StatusCode code = absl::StatusCode::kUnavailable;
   std::vector<std::string> failures;
   for (const std::string& path : paths) {
@@ -28,9 +31,8 @@ absl::StatusOr<std::shared_ptr<const HipAdapter>> OpenHipRuntime(
     if (absl::Status s =
             ToStatus(driver->table().hipInit(0), "hipInit", &driver->table());
         !s.ok()) {
-      code = absl::StatusCode::kUnavailable;
       failures.push_back(absl::StrCat("HIP runtime ", path, ": ", s.message()));
-      continue;
+      return absl::UnavailableError(absl::StrJoin(failures, "; "));
     }
     return driver;
   }

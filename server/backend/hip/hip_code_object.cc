@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <cstring>
 #include <msgpack.hpp>
+#include <optional>
 
 #include "absl/algorithm/container.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 namespace gpustream::backend {
 namespace {
@@ -40,16 +42,41 @@ bool IsAmdgpuElf(absl::string_view data) {
          ReadAt(data, 18, &machine) && machine == kElfMachineAmdgpu;
 }
 
-// "hipv4-amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-" → "gfx90a"; empty for
-// an entry that is not AMD device code (the host's).
-absl::string_view Processor(absl::string_view triple) {
+// "hipv4-amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-" → its target ID
+// "gfx90a:sramecc+:xnack-"; empty for an entry that is not AMD device code
+// (the host's).
+absl::string_view TargetId(absl::string_view triple) {
   const size_t dashes = triple.find("--");
   if (dashes == absl::string_view::npos ||
       !absl::StrContains(triple.substr(0, dashes), "amdgcn-amd-amdhsa")) {
     return {};
   }
-  absl::string_view target = triple.substr(dashes + 2);
+  return triple.substr(dashes + 2);
+}
+
+// A target ID's processor ("gfx90a") and stated features ("xnack-").
+absl::string_view ProcessorOf(absl::string_view target) {
   return target.substr(0, target.find(':'));
+}
+std::vector<absl::string_view> FeaturesOf(absl::string_view target) {
+  std::vector<absl::string_view> features = absl::StrSplit(target, ':');
+  features.erase(features.begin());
+  return features;
+}
+
+// Whether code built for `entry` runs on a device of target ID `device`,
+// as ROCm decides: the same processor, and every feature the entry states
+// ("xnack+") stated alike by the device; a feature the entry leaves out
+// runs either way. -1 when not, else how many features it states (the most
+// specific entry wins).
+int Compatibility(absl::string_view entry, absl::string_view device) {
+  if (ProcessorOf(entry) != ProcessorOf(device)) return -1;
+  const std::vector<absl::string_view> stated = FeaturesOf(entry);
+  const std::vector<absl::string_view> has = FeaturesOf(device);
+  for (absl::string_view feature : stated) {
+    if (!absl::c_linear_search(has, feature)) return -1;
+  }
+  return static_cast<int>(stated.size());
 }
 
 absl::Status Malformed(absl::string_view what) {
@@ -154,11 +181,15 @@ bool Within(absl::string_view data, uint64_t offset, uint64_t size) {
 }
 
 // Every table, section and segment the ELF's headers describe lies within
-// it: the runtime, given no size, trusts them.
+// it: the runtime, given no size, trusts them. ROCm sizes an image as the
+// end of its section table or of its furthest section (sh_offset, plus
+// sh_size unless SHT_NOBITS), stepping through sections 64 bytes at a
+// time: so the entry sizes must be the ELF64 ones exactly, and a code
+// object without sections (v3 and later always have them) is refused.
 bool ExtentsValid(absl::string_view elf) {
   struct Table {
     uint64_t offset_at, entry_size_at, count_at;  // In the ELF header.
-    uint64_t min_entry;                           // Bytes of one entry.
+    uint16_t entry_bytes;                         // Elf64_Shdr, Elf64_Phdr.
     uint64_t item_offset_at, item_size_at;        // Within an entry.
     bool sections;
   };
@@ -170,11 +201,14 @@ bool ExtentsValid(absl::string_view elf) {
     uint16_t entry_size = 0, count = 0;
     if (!ReadAt(elf, t.offset_at, &offset) ||
         !ReadAt(elf, t.entry_size_at, &entry_size) ||
-        !ReadAt(elf, t.count_at, &count)) {
+        !ReadAt(elf, t.count_at, &count) || offset > elf.size()) {
       return false;
     }
-    if (count == 0) continue;
-    if (entry_size < t.min_entry ||
+    if (count == 0) {
+      if (t.sections) return false;
+      continue;
+    }
+    if (entry_size != t.entry_bytes ||
         !Within(elf, offset, uint64_t{count} * entry_size)) {
       return false;
     }
@@ -186,7 +220,7 @@ bool ExtentsValid(absl::string_view elf) {
       ReadAt(elf, entry + t.item_offset_at, &item_offset);
       ReadAt(elf, entry + t.item_size_at, &item_size);
       const bool no_bits = t.sections && type == 8;  // SHT_NOBITS
-      if (!no_bits && !Within(elf, item_offset, item_size)) return false;
+      if (!Within(elf, item_offset, no_bits ? 0 : item_size)) return false;
     }
   }
   return true;
@@ -210,18 +244,19 @@ absl::string_view MachName(uint32_t flags) {
   return {};
 }
 
-// `code` is a whole, consistent AMDGPU ELF for `arch` (as far as its
-// e_flags say).
-absl::Status CheckCodeObject(absl::string_view code, absl::string_view arch) {
-  if (!IsAmdgpuElf(code) || !ExtentsValid(code)) {
+// `code` is a whole, consistent AMDGPU ELF for the processor of `target`
+// (as far as its e_flags say).
+absl::Status CheckCodeObject(absl::string_view code, absl::string_view target) {
+  if (!IsAmdgpuElf(code)) return Malformed("not an AMDGPU ELF64 code object");
+  if (!ExtentsValid(code)) {
     return Malformed("its ELF headers describe data outside it");
   }
   uint32_t flags = 0;
   ReadAt(code, 48, &flags);
   const absl::string_view built_for = MachName(flags);
-  if (!built_for.empty() && built_for != arch) {
-    return absl::NotFoundError(
-        absl::StrCat("the code object is for ", built_for, ", not ", arch));
+  if (!built_for.empty() && built_for != ProcessorOf(target)) {
+    return absl::NotFoundError(absl::StrCat(
+        "the code object is for ", built_for, ", not ", ProcessorOf(target)));
   }
   return absl::OkStatus();
 }
@@ -229,9 +264,9 @@ absl::Status CheckCodeObject(absl::string_view code, absl::string_view arch) {
 }  // namespace
 
 absl::StatusOr<absl::string_view> AmdCodeObjectFor(absl::string_view image,
-                                                   absl::string_view arch) {
+                                                   absl::string_view target) {
   if (IsAmdgpuElf(image)) {
-    if (absl::Status s = CheckCodeObject(image, arch); !s.ok()) return s;
+    if (absl::Status s = CheckCodeObject(image, target); !s.ok()) return s;
     return image;
   }
   if (!absl::StartsWith(image, kBundleMagic)) {
@@ -246,7 +281,8 @@ absl::StatusOr<absl::string_view> AmdCodeObjectFor(absl::string_view image,
   at += 8;
   // Every entry is checked before one is chosen: the runtime reads them all.
   std::vector<std::string> targets;
-  absl::string_view chosen;
+  std::optional<absl::string_view> chosen;
+  int chosen_fit = -1;
   for (uint64_t i = 0; i < count; ++i) {
     uint64_t offset = 0, size = 0, triple_size = 0;
     if (!ReadAt(image, at, &offset) || !ReadAt(image, at + 8, &size) ||
@@ -259,21 +295,21 @@ absl::StatusOr<absl::string_view> AmdCodeObjectFor(absl::string_view image,
     if (!Within(image, offset, size)) {
       return Malformed(absl::StrCat("offload bundle entry ", triple));
     }
-    const absl::string_view processor = Processor(triple);
-    if (processor.empty()) continue;
-    if (processor == arch && chosen.empty()) {
+    const absl::string_view entry = TargetId(triple);
+    if (entry.empty()) continue;
+    targets.emplace_back(entry);
+    if (const int fit = Compatibility(entry, target); fit > chosen_fit) {
       chosen = image.substr(offset, size);
-    } else if (processor != arch) {
-      targets.emplace_back(processor);
+      chosen_fit = fit;
     }
   }
-  if (!chosen.empty()) {
-    if (absl::Status s = CheckCodeObject(chosen, arch); !s.ok()) return s;
-    return chosen;
+  if (chosen.has_value()) {
+    if (absl::Status s = CheckCodeObject(*chosen, target); !s.ok()) return s;
+    return *chosen;
   }
   absl::c_sort(targets);
   return absl::NotFoundError(absl::StrCat(
-      "the offload bundle has no code object for ", arch, " (it has ",
+      "the offload bundle has no code object for ", target, " (it has ",
       targets.empty() ? "none" : absl::StrJoin(targets, ", "), ")"));
 }
 

@@ -30,13 +30,17 @@ struct AmdKernel {
   uint32_t group_segment_fixed_size = 0;  // Static LDS bytes.
 };
 
-// The code object in `image` for `arch` ("gfx90a"): `image` itself when it
-// is an AMDGPU ELF, else the bundle entry whose target's processor is
-// `arch` (whatever its feature flags). INVALID_ARGUMENT when `image` is
-// neither; NOT_FOUND naming the targets the bundle has when none is for
-// `arch`. The view points into `image`.
+// The code object in `image` for a device of target ID `target`
+// ("gfx90a:sramecc+:xnack-", gcnArchName): `image` itself when it is an
+// AMDGPU ELF for its processor, else the bundle entry ROCm would choose
+// (the same processor, every feature it states stated alike by the device;
+// the most specific such). Every bundle entry and the chosen ELF's tables,
+// sections and segments are checked to lie within `image` (the runtime is
+// given no size). INVALID_ARGUMENT when `image` is neither or is
+// malformed; NOT_FOUND naming the targets the bundle has when none fits.
+// The view points into `image`.
 absl::StatusOr<absl::string_view> AmdCodeObjectFor(absl::string_view image,
-                                                   absl::string_view arch);
+                                                   absl::string_view target);
 
 // Every kernel the code object's metadata describes. INVALID_ARGUMENT for a
 // malformed ELF, note or metadata (never reads outside `code_object`).

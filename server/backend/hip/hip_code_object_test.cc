@@ -9,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
@@ -164,6 +166,51 @@ TEST_F(HipCodeObjectTest, ElfHeadersAndArchitectureAreCheckedBeforeUse) {
   std::memcpy(bundle.data() + at + 40, &beyond, 8);
   EXPECT_EQ(AmdCodeObjectFor(bundle, "gfx90a").status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// A bundle as clang writes it for several target IDs of one processor.
+std::string Bundle(const std::vector<std::pair<std::string, std::string>>& e) {
+  std::string header = "__CLANG_OFFLOAD_BUNDLE__";
+  auto u64 = [](uint64_t v) {
+    return std::string(reinterpret_cast<char*>(&v), 8);
+  };
+  header += u64(e.size());
+  size_t header_size = header.size();
+  for (const auto& [triple, data] : e) header_size += 24 + triple.size();
+  std::string body;
+  for (const auto& [triple, data] : e) {
+    header += u64(header_size + body.size()) + u64(data.size()) +
+              u64(triple.size()) + triple;
+    body += data;
+  }
+  return header + body;
+}
+
+// ROCm's choice among entries of one processor: every feature an entry
+// states must be the device's; the most specific such entry wins.
+TEST_F(HipCodeObjectTest, TheEntryIsChosenByTargetIdAsRocmDoes) {
+  const std::string object(*AmdCodeObjectFor(bundle_, "gfx90a"));
+  const std::string bundle =
+      Bundle({{"hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-", object},
+              {"hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+", object},
+              {"hipv4-amdgcn-amd-amdhsa--gfx90a", object}});
+  auto entry_of = [&](const char* target) -> int {
+    auto code = AmdCodeObjectFor(bundle, target);
+    if (!code.ok()) return -1;
+    return static_cast<int>(
+        (code->data() - bundle.data() - (bundle.size() - 3 * object.size())) /
+        object.size());
+  };
+  EXPECT_EQ(entry_of("gfx90a:sramecc+:xnack-"), 0);
+  EXPECT_EQ(entry_of("gfx90a:sramecc+:xnack+"), 1);
+  EXPECT_EQ(entry_of("gfx90a"), 2);  // A device stating no xnack.
+  auto none = AmdCodeObjectFor(
+      Bundle({{"hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+", object}}),
+      "gfx90a:sramecc+:xnack-");
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(none.status().message(),
+            "the offload bundle has no code object for gfx90a:sramecc+:xnack- "
+            "(it has gfx90a:xnack+)");
 }
 
 TEST(HipCodeObjectMalformedTest, NeitherABundleNorAnElfIsInvalid) {

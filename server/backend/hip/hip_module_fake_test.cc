@@ -97,8 +97,9 @@ TEST_F(HipModuleFakeTest, ABundleWithoutTheDevicesArchitectureIsRefused) {
   ASSERT_FALSE(module.ok());
   EXPECT_EQ(module.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(module.status().message(),
-            "samples.hipfb: the offload bundle has no code object for gfx942 "
-            "(it has gfx1030, gfx90a): build it with --offload-arch=gfx942");
+            "samples.hipfb: the offload bundle has no code object for "
+            "gfx942:sramecc+:xnack- (it has gfx1030, gfx90a): build it with "
+            "--offload-arch=gfx942");
 }
 
 // A manifest that calls add_u64's buffer a U64 has the binary's sizes (8
