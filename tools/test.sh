@@ -49,7 +49,7 @@ phase "bazel test --config=asan" bazel test "${gpu_flags[@]}" --config=asan //..
 phase "skip check (asan)" skip_check --config=asan
 phase "bazel test --config=tsan" bazel test "${gpu_flags[@]}" --config=tsan //...
 phase "skip check (tsan)" skip_check --config=tsan
-# All five fuzz targets at once, a minute each (about 40% of a core each).
+# The seven fuzz targets, five at a time, a minute each.
 phase "fuzz (short)" bash tools/fuzz.sh --seconds 60 --parallel 5
 phase "bazel test --config=nocuda" bazel test --config=nocuda //...
 phase "skip check (nocuda)" skip_check --no-cuda-build --config=nocuda
