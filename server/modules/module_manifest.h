@@ -59,10 +59,10 @@ struct BinaryParam {
 // Checks a kernel's declared params against `binary`, the params the binary
 // reports in order: the same count, each param's ParamSize equal to the
 // binary's size, and where the binary knows kinds, a BUFFER param a global
-// buffer and any other a value. Offsets are not checked. INVALID_ARGUMENT naming `origin`,
-// the kernel and the first mismatching param, e.g. "<origin>: kernel
-// fill_u32 param 1 (value) is U32 (4 bytes) in the manifest but 8 bytes in
-// the binary".
+// buffer and any other a value. Offsets are not checked. INVALID_ARGUMENT
+// naming `origin`, the kernel and the first mismatching param, e.g. "<origin>:
+// kernel fill_u32 param 1 (value) is U32 (4 bytes) in the manifest but 8 bytes
+// in the binary".
 absl::Status CheckKernelParams(const v1::KernelManifest& kernel,
                                const std::vector<BinaryParam>& binary,
                                absl::string_view origin);

@@ -252,12 +252,12 @@ TEST(ModuleManifestTest, CheckKernelParamsRejectsASizeMismatch) {
 // which sizes alone cannot catch.
 TEST(ModuleManifestTest, CheckKernelParamsComparesKindsWhereTheBinaryHasThem) {
   using Kind = BinaryParam::Kind;
-  EXPECT_TRUE(CheckKernelParams(FillU32(),
-                                {{0, 8, Kind::kBuffer},
-                                 {8, 4, Kind::kValue},
-                                 {16, 8, Kind::kValue}},
-                                kOrigin)
-                  .ok());
+  EXPECT_TRUE(
+      CheckKernelParams(
+          FillU32(),
+          {{0, 8, Kind::kBuffer}, {8, 4, Kind::kValue}, {16, 8, Kind::kValue}},
+          kOrigin)
+          .ok());
   const absl::Status value_as_buffer = CheckKernelParams(
       FillU32(),
       {{0, 8, Kind::kValue}, {8, 4, Kind::kValue}, {16, 8, Kind::kValue}},
