@@ -60,30 +60,30 @@ absl::StatusOr<GpuDeviceProperties> CudaAdapter::DeviceProperties(
   };
   auto u = [&](CUdevice_attribute a) { return static_cast<uint32_t>(attr(a)); };
   GpuDeviceProperties p;
-  p.name = name;
-  p.arch =
+  p.info.name = name;
+  p.info.arch =
       absl::StrCat("sm_", attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
                    attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR));
-  p.target_id = p.arch;
-  p.multiprocessor_count = u(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  p.target_id = p.info.arch;
+  p.info.multiprocessor_count = u(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
   int least = 0, greatest = 0;
   d.cuCtxGetStreamPriorityRange(&least, &greatest);
-  p.priority_least = least;
-  p.priority_greatest = greatest;
-  p.supports_wait_value =
+  p.info.priority_least = least;
+  p.info.priority_greatest = greatest;
+  p.info.supports_wait_value =
       attr(CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS) != 0;
   p.memory_pools = attr(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED) != 0;
-  p.max_grid = {u(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X),
-                u(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y),
-                u(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)};
-  p.max_block = {u(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X),
-                 u(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y),
-                 u(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)};
-  p.max_threads_per_block = u(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
-  p.max_shared_memory_bytes =
+  p.info.max_grid = {u(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X),
+                     u(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y),
+                     u(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)};
+  p.info.max_block = {u(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X),
+                      u(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y),
+                      u(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)};
+  p.info.max_threads_per_block = u(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+  p.info.max_shared_memory_bytes =
       u(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
-  if (p.max_shared_memory_bytes == 0) {
-    p.max_shared_memory_bytes =
+  if (p.info.max_shared_memory_bytes == 0) {
+    p.info.max_shared_memory_bytes =
         u(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
   }
   return p;

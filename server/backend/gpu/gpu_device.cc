@@ -139,23 +139,14 @@ absl::Status GpuDevice::ReadInfo() {
   if (absl::Status s = MakeCurrent(); !s.ok()) return s;
   absl::StatusOr<GpuDeviceProperties> p = driver_->DeviceProperties(ordinal_);
   if (!p.ok()) return p.status();
+  info_ = std::move(p->info);
   info_.backend = traits().name;
-  info_.name = p->name;
-  info_.arch = p->arch;
-  target_id_ = p->target_id.empty() ? p->arch : p->target_id;
-  info_.multiprocessor_count = p->multiprocessor_count;
-  info_.priority_least = p->priority_least;
-  info_.priority_greatest = p->priority_greatest;
-  info_.supports_wait_value = p->supports_wait_value;
   info_.supports_host_func = true;
-  pools_ = p->memory_pools;
   info_.supports_timing = true;
   info_.native_wait_value = traits().native_wait_value;
   info_.faults_recoverable = traits().faults_recoverable;
-  info_.max_grid = p->max_grid;
-  info_.max_block = p->max_block;
-  info_.max_threads_per_block = p->max_threads_per_block;
-  info_.max_shared_memory_bytes = p->max_shared_memory_bytes;
+  target_id_ = p->target_id.empty() ? info_.arch : p->target_id;
+  pools_ = p->memory_pools;
   return absl::OkStatus();
 }
 

@@ -48,24 +48,18 @@ struct GpuTraits {
 
 // The properties GpuDevice reads once, when it opens a device.
 struct GpuDeviceProperties {
-  std::string name;
-  std::string arch;  // "sm_90", "gfx90a".
-  // What module loading matches code against: `arch` with the features
+  // What the driver knows of DeviceInfo: name, arch ("sm_90", "gfx90a"),
+  // multiprocessors, priority range, supports_wait_value (streams write and
+  // wait on 64-bit words in mapped host memory), launch limits (shared
+  // memory per block with the kernel's opt-in where the vendor has one).
+  // GpuDevice fills in the rest from GpuTraits.
+  DeviceInfo info;
+  // What module loading matches code against: info.arch with the features
   // that select code (AMD's target ID, "gfx90a:sramecc+:xnack-"); CUDA:
-  // `arch`.
+  // info.arch.
   std::string target_id;
-  uint32_t multiprocessor_count = 0;
-  int32_t priority_least = 0;
-  int32_t priority_greatest = 0;
-  // Streams can write and wait on 64-bit words in mapped host memory.
-  bool supports_wait_value = false;
   // Stream-ordered allocation from the device's memory pool.
   bool memory_pools = false;
-  Dim3 max_grid;
-  Dim3 max_block;
-  uint32_t max_threads_per_block = 0;
-  // Per block, with the kernel's opt-in where the vendor has one.
-  uint32_t max_shared_memory_bytes = 0;
 };
 
 // A kernel's own limits, as the driver reports them.

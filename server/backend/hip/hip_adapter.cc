@@ -98,25 +98,26 @@ absl::StatusOr<GpuDeviceProperties> HipAdapter::DeviceProperties(
     return static_cast<uint32_t>(attr(a));
   };
   GpuDeviceProperties p;
-  p.name = name;
+  p.info.name = name;
   // "gfx90a:sramecc+:xnack-": the processor, without its feature flags.
   p.target_id = arch;  // "gfx90a:sramecc+:xnack-"
-  p.arch = p.target_id.substr(0, p.target_id.find(':'));
-  p.multiprocessor_count = u(hipapi::kAttrMultiprocessorCount);
+  p.info.arch = p.target_id.substr(0, p.target_id.find(':'));
+  p.info.multiprocessor_count = u(hipapi::kAttrMultiprocessorCount);
   int least = 0, greatest = 0;
   d.hipDeviceGetStreamPriorityRange(&least, &greatest);
-  p.priority_least = least;
-  p.priority_greatest = greatest;
-  p.supports_wait_value = attr(hipapi::kAttrCanUseStreamWaitValue) != 0;
+  p.info.priority_least = least;
+  p.info.priority_greatest = greatest;
+  p.info.supports_wait_value = attr(hipapi::kAttrCanUseStreamWaitValue) != 0;
   p.memory_pools = attr(hipapi::kAttrMemoryPoolsSupported) != 0 &&
                    d.hipMallocAsync != nullptr && d.hipFreeAsync != nullptr;
-  p.max_grid = {u(hipapi::kAttrMaxGridDimX), u(hipapi::kAttrMaxGridDimY),
-                u(hipapi::kAttrMaxGridDimZ)};
-  p.max_block = {u(hipapi::kAttrMaxBlockDimX), u(hipapi::kAttrMaxBlockDimY),
-                 u(hipapi::kAttrMaxBlockDimZ)};
-  p.max_threads_per_block = u(hipapi::kAttrMaxThreadsPerBlock);
+  p.info.max_grid = {u(hipapi::kAttrMaxGridDimX), u(hipapi::kAttrMaxGridDimY),
+                     u(hipapi::kAttrMaxGridDimZ)};
+  p.info.max_block = {u(hipapi::kAttrMaxBlockDimX),
+                      u(hipapi::kAttrMaxBlockDimY),
+                      u(hipapi::kAttrMaxBlockDimZ)};
+  p.info.max_threads_per_block = u(hipapi::kAttrMaxThreadsPerBlock);
   // AMD has no opt-in: a kernel may use all of a block's LDS.
-  p.max_shared_memory_bytes = u(hipapi::kAttrMaxSharedMemoryPerBlock);
+  p.info.max_shared_memory_bytes = u(hipapi::kAttrMaxSharedMemoryPerBlock);
   return p;
 }
 
