@@ -21,7 +21,7 @@ absl::StatusOr<std::shared_ptr<const HipAdapter>> OpenHipRuntime(
   absl::StatusCode code = absl::StatusCode::kUnavailable;
   std::vector<std::string> failures;
   for (const std::string& path : paths) {
-    auto loaded = HipDriver::Load({path});
+    auto loaded = HipDriver::Load(path);
     if (!loaded.ok()) {
       code = loaded.status().code();
       failures.emplace_back(loaded.status().message());

@@ -5,7 +5,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 
 namespace gpustream::backend {
 
@@ -14,24 +13,14 @@ std::vector<std::string> HipDriver::DefaultPaths() {
 }
 
 absl::StatusOr<std::unique_ptr<HipDriver>> HipDriver::Load(
-    const std::vector<std::string>& paths) {
-  void* handle = nullptr;
-  std::string path;
-  std::vector<std::string> failures;
-  for (const std::string& candidate : paths) {
-    // RTLD_LOCAL: the runtime's symbols never satisfy anything else's.
-    handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle != nullptr) {
-      path = candidate;
-      break;
-    }
-    const char* why = dlerror();
-    failures.push_back(why != nullptr ? why : candidate + ": dlopen failed");
-  }
+    const std::string& path) {
+  // RTLD_LOCAL: the runtime's symbols never satisfy anything else's.
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot load the HIP runtime library (", absl::StrJoin(paths, ", "),
-        "): ", absl::StrJoin(failures, "; ")));
+    const char* why = dlerror();
+    return absl::UnavailableError(
+        absl::StrCat("cannot load the HIP runtime library (", path,
+                     "): ", why != nullptr ? why : "dlopen failed"));
   }
   auto driver = std::make_unique<HipDriver>();
   driver->path = path;

@@ -34,13 +34,12 @@ struct HipDriver {
   // The default runtime libraries, tried in order: ROCm 6, then ROCm 5.
   static std::vector<std::string> DefaultPaths();
 
-  // Loads the first of `paths` that dlopen finds (a file name, searched as
-  // dlopen does, or a path) and resolves every entry point. UNAVAILABLE
-  // naming every library tried when none loads; UNIMPLEMENTED naming the
-  // entry point a runtime lacks (hipapi::IsOptional ones may be null).
-  // Does not call hipInit.
+  // Loads `path` (a file name, searched as dlopen does, or a path) and
+  // resolves every entry point. UNAVAILABLE naming the library when it does
+  // not load; UNIMPLEMENTED naming the entry point a runtime lacks
+  // (hipapi::IsOptional ones may be null). Does not call hipInit.
   static absl::StatusOr<std::unique_ptr<HipDriver>> Load(
-      const std::vector<std::string>& paths);
+      const std::string& path);
 
   std::string path;
   int version = 0;  // hipRuntimeGetVersion: 50221153 is HIP 5.2.
