@@ -47,9 +47,9 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> StartDaemonOn(
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   if (backend != kCudaFakeNoWaitValue) return DaemonProcess::Start(args);
   // The daemon inherits this process's environment when it is spawned.
-  setenv("FAKECUDA_NO_WAIT_VALUE", "1", /*overwrite=*/1);
+  setenv("FAKEGPU_NO_WAIT_VALUE", "1", /*overwrite=*/1);
   auto daemon = DaemonProcess::Start(args);
-  unsetenv("FAKECUDA_NO_WAIT_VALUE");
+  unsetenv("FAKEGPU_NO_WAIT_VALUE");
   return daemon;
 }
 

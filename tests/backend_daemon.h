@@ -17,7 +17,7 @@
 namespace gpustream::testing {
 
 // Not a backend of conformance::BackendsUnderTest() but a way to run one:
-// cuda_fake with FAKECUDA_NO_WAIT_VALUE=1 in the daemon's environment, a
+// cuda_fake with FAKEGPU_NO_WAIT_VALUE=1 in the daemon's environment, a
 // device without 64-bit stream memory operations, so that the daemon itself
 // holds a queue's work behind a flag wait (wait_value_mode "daemon").
 inline constexpr char kCudaFakeNoWaitValue[] = "cuda_fake_no_wait_value";
@@ -37,7 +37,7 @@ inline bool IsGpu(const std::string& backend) {
 absl::Status BackendAvailable(const std::string& backend);
 
 // Starts gpustreamd on `backend` (its DaemonFlagsFor() flags, then
-// `extra_args`). For kCudaFakeNoWaitValue, FAKECUDA_NO_WAIT_VALUE=1 is in
+// `extra_args`). For kCudaFakeNoWaitValue, FAKEGPU_NO_WAIT_VALUE=1 is in
 // the daemon's environment only (set around the spawn).
 absl::StatusOr<std::unique_ptr<DaemonProcess>> StartDaemonOn(
     const std::string& backend,

@@ -185,7 +185,7 @@ def main():
               f"here ({', '.join(sorted(held))}):", file=sys.stderr)
         for b in bad:
             print("  " + b, file=sys.stderr)
-    must_run = ["cpu"] + (["cuda_fake", "hip_fake"] if cuda_build else []) + (
+    must_run = ["cpu", "hip_fake"] + (["cuda_fake"] if cuda_build else []) + (
         ["cuda"] if cuda_build and cuda_driver() else []) + (
         ["hip"] if hip_device() else [])
     for backend in must_run:
@@ -194,8 +194,7 @@ def main():
             print(f"check_skips: no {backend} case ran, but {backend} must "
                   "run on this machine", file=sys.stderr)
     if not cuda_build:
-        for backend in ("cuda", "cuda_fake", "cuda_fake_no_wait_value",
-                        "hip_fake"):
+        for backend in ("cuda", "cuda_fake", "cuda_fake_no_wait_value"):
             if ran[backend]:
                 failed = True
                 print(f"check_skips: {ran[backend]} {backend} cases ran in a "

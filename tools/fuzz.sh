@@ -40,10 +40,10 @@ if [ ${#targets[@]} -eq 0 ]; then
     { echo "fuzz.sh: bazel query for the fuzz targets failed" >&2; exit 2; }
   mapfile -t targets < <(sed 's|.*:||' <<<"$found" | sort)
   expected=(amd_code_object_fuzzer cpu_module_fuzzer module_manifest_fuzzer
-            server_config_fuzzer session_commands_fuzzer)
+            server_config_fuzzer session_commands_fuzzer
+            session_commands_hip_fake_fuzzer)
   if [ -f "${GPUSTREAM_CUDA_PATH:-/usr/local/cuda}/include/cuda.h" ]; then
-    expected+=(session_commands_cuda_fake_fuzzer
-               session_commands_hip_fake_fuzzer)
+    expected+=(session_commands_cuda_fake_fuzzer)
   fi
   mapfile -t expected < <(printf '%s\n' "${expected[@]}" | sort)
   if [ "${targets[*]}" != "${expected[*]}" ]; then
@@ -59,7 +59,7 @@ for t in "${targets[@]}"; do labels+=("//tests/fuzz:$t"); done
 bazel build --config=fuzz "${labels[@]}"
 bin=$(bazel info --config=fuzz bazel-bin 2>/dev/null)/tests/fuzz
 
-# The CUDA target replays and grows the CPU target's corpus: the same bytes
+# The GPU targets replay and grow the CPU target's corpus: the same bytes
 # decode to the same commands.
 corpus_of() {
   case $1 in

@@ -138,7 +138,7 @@ TEST_F(FakeCudaHazardsTest, WritesFaultPerGranuleNotPerAllocation) {
 }
 
 // A fault is sticky for the process: a reset does not clear it (the knob
-// FAKECUDA_RESET_CLEARS_STICKY=1, as fake_cuda_test runs, does).
+// FAKEGPU_RESET_CLEARS_STICKY=1, as fake_cuda_test runs, does).
 TEST_F(FakeCudaHazardsTest, StickyErrorSurvivesReset) {
   EXPECT_EXIT(
       {
@@ -180,7 +180,7 @@ TEST_F(FakeCudaHazardsTest, ADriverCallInAHostFunctionAborts) {
         cu.LaunchHostFunc(s, &CallsTheDriver, nullptr);
         Finish(s);
       },
-      "driver misuse: a CUDA call from inside a host function");
+      "driver misuse: a driver call from inside a host function");
 }
 
 struct ThreadLog {

@@ -31,7 +31,7 @@ bool RunChild(const std::string& test, std::vector<std::string> env) {
     if (var.rfind("XML_OUTPUT_FILE=", 0) != 0 && var.rfind("GTEST_", 0) != 0 &&
         var.rfind("TEST_PREMATURE", 0) != 0 &&
         var.rfind("TEST_SHARD", 0) != 0 && var.rfind("TEST_TOTAL", 0) != 0 &&
-        var.rfind("FAKECUDA_", 0) != 0) {
+        var.rfind("FAKECUDA_", 0) != 0 && var.rfind("FAKEGPU_", 0) != 0) {
       env.push_back(var);
     }
   }
@@ -113,13 +113,13 @@ TEST(EnvChild, NoWaitValue) {
 TEST(Environment, NoDevicesFailsInit) {
   EXPECT_TRUE(
       RunChild("EnvChild.NoDevices",
-               {"FAKECUDA_DEVICES=0", "FAKECUDA_TEST_CHILD=no_devices"}));
+               {"FAKEGPU_DEVICES=0", "FAKECUDA_TEST_CHILD=no_devices"}));
 }
 
 TEST(Environment, NoWaitValueDisablesStreamMemOps) {
   EXPECT_TRUE(RunChild(
       "EnvChild.NoWaitValue",
-      {"FAKECUDA_NO_WAIT_VALUE=1", "FAKECUDA_TEST_CHILD=no_wait_value"}));
+      {"FAKEGPU_NO_WAIT_VALUE=1", "FAKECUDA_TEST_CHILD=no_wait_value"}));
 }
 
 TEST_F(FakeCudaTest, DeviceMemoryBelongsToItsContext) {

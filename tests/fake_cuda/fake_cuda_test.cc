@@ -418,7 +418,7 @@ TEST_F(FakeCudaTest, IllegalAddressIsStickyUntilReset) {
             cu.StreamCreateWithPriority(&s2, CU_STREAM_NON_BLOCKING, 0));
   EXPECT_CU(CUDA_SUCCESS, cu.MemFree(small));
   EXPECT_CU(CUDA_SUCCESS, cu.StreamDestroy(s));
-  // Reset (this binary runs with FAKECUDA_RESET_CLEARS_STICKY=1): everything
+  // Reset (this binary runs with FAKEGPU_RESET_CLEARS_STICKY=1): everything
   // of the context is gone; using its handles now is Misuse
   // (fake_cuda_hazards_test).
   ASSERT_CU(CUDA_SUCCESS, cu.PrimaryCtxReset(0));

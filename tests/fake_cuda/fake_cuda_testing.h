@@ -97,12 +97,12 @@ inline std::string LibraryPath() {
 
 // Loads the library once and resolves every entry point by base name with
 // cudaVersion CUDA_VERSION; aborts if any is missing. Before the first
-// cuInit it defaults FAKECUDA_MEMORY_BYTES to 64 MiB and FAKECUDA_DEVICES
+// cuInit it defaults FAKEGPU_MEMORY_BYTES to 64 MiB and FAKEGPU_DEVICES
 // to 2 (the environment may override both).
 inline const Api& api() {
   static const Api* loaded = [] {
-    setenv("FAKECUDA_MEMORY_BYTES", "67108864", /*overwrite=*/0);
-    setenv("FAKECUDA_DEVICES", "2", /*overwrite=*/0);
+    setenv("FAKEGPU_MEMORY_BYTES", "67108864", /*overwrite=*/0);
+    setenv("FAKEGPU_DEVICES", "2", /*overwrite=*/0);
     auto* a = new Api;
     a->library = dlopen(LibraryPath().c_str(), RTLD_NOW | RTLD_LOCAL);
     if (a->library == nullptr) {

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "tests/fake_cuda/fake_api.h"
-#include "tests/fake_cuda/fake_context.h"
+#include "tests/fake_cuda/fake_cuda_skin.h"
 
 namespace fakecuda {
 namespace {

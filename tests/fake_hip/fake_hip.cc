@@ -1,4 +1,4 @@
-// libfakehip.so: the emulated device of libfakecuda served as HIP's runtime
+// libfakehip.so: the emulated GPU of //tests/fake_gpu served as HIP's runtime
 // (libamdhip64): the plain hip* symbols a client dlsyms, each translated to
 // the emulation's entry point, with HIP's differences modelled where they
 // matter to a client:
@@ -12,7 +12,7 @@
 // - stream priorities range from 1 (least) to -1 (greatest).
 // Every hazard of the emulation (shared hardware queues, synchronizing
 // frees, page-granular faults, handles after a reset, host-function rules)
-// holds as it does for libfakecuda; its FAKECUDA_* knobs apply.
+// holds as it does for libfakecuda; the FAKEGPU_* knobs apply.
 //
 // The exported signatures are the ones server/backend/hip/hip_api.h
 // declares, which hip_api_check.cc proves against HIP's headers.
@@ -25,48 +25,60 @@
 #include <string_view>
 
 #include "server/backend/hip/hip_api.h"
-#include "tests/fake_cuda/fake_api.h"
-#include "tests/fake_cuda/fake_context.h"
+#include "tests/fake_gpu/fake_context.h"
+#include "tests/fake_gpu/fake_gpu.h"
 
 namespace {
 
 namespace api = gpustream::backend::hipapi;
 using api::Error;
 
-// HIP mirrors CUDA's numbering for the codes both have; the emulation's
-// other codes are device faults (fatal on HIP too) or HIP's catch-all.
-Error ToHip(CUresult r) {
+namespace gpu = fakegpu;
+
+// The emulation's flags are HIP's.
+static_assert(gpu::kStreamNonBlocking == api::kStreamNonBlocking);
+static_assert(gpu::kEventDisableTiming == api::kEventDisableTiming);
+static_assert(gpu::kHostAllocPortable == api::kHostMallocPortable);
+static_assert(gpu::kHostAllocDevicemap == api::kHostMallocMapped);
+
+Error ToHip(gpu::Result r) {
   switch (r) {
-    case CUDA_SUCCESS:
-    case CUDA_ERROR_INVALID_VALUE:
-    case CUDA_ERROR_OUT_OF_MEMORY:
-    case CUDA_ERROR_NOT_INITIALIZED:
-    case CUDA_ERROR_DEINITIALIZED:
-    case CUDA_ERROR_NO_DEVICE:
-    case CUDA_ERROR_INVALID_DEVICE:
-    case CUDA_ERROR_INVALID_IMAGE:
-    case CUDA_ERROR_INVALID_CONTEXT:
-    case CUDA_ERROR_NO_BINARY_FOR_GPU:
-    case CUDA_ERROR_INVALID_HANDLE:
-    case CUDA_ERROR_NOT_FOUND:
-    case CUDA_ERROR_NOT_READY:
-    case CUDA_ERROR_ILLEGAL_ADDRESS:
-    case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES:
-    case CUDA_ERROR_LAUNCH_TIMEOUT:
-    case CUDA_ERROR_CONTEXT_IS_DESTROYED:
-    case CUDA_ERROR_ASSERT:
-    case CUDA_ERROR_LAUNCH_FAILED:
-    case CUDA_ERROR_NOT_SUPPORTED:
-      return static_cast<Error>(r);
-    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
-    case CUDA_ERROR_MISALIGNED_ADDRESS:
-    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
-    case CUDA_ERROR_INVALID_PC:
-    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case gpu::Result::kSuccess:
+      return api::kSuccess;
+    case gpu::Result::kInvalidValue:
+      return api::kErrorInvalidValue;
+    case gpu::Result::kOutOfMemory:
+      return api::kErrorOutOfMemory;
+    case gpu::Result::kNotInitialized:
+      return api::kErrorNotInitialized;
+    case gpu::Result::kNoDevice:
+      return api::kErrorNoDevice;
+    case gpu::Result::kInvalidDevice:
+      return api::kErrorInvalidDevice;
+    case gpu::Result::kInvalidImage:
+      return api::kErrorInvalidImage;
+    case gpu::Result::kInvalidContext:
+      return api::kErrorInvalidContext;
+    case gpu::Result::kInvalidHandle:
+      return api::kErrorInvalidHandle;
+    case gpu::Result::kNotFound:
+      return api::kErrorNotFound;
+    case gpu::Result::kNotReady:
+      return api::kErrorNotReady;
+    case gpu::Result::kNotSupported:
+      return api::kErrorNotSupported;
+    case gpu::Result::kContextIsDestroyed:
+      return api::kErrorContextIsDestroyed;
+    case gpu::Result::kLaunchOutOfResources:
+      return api::kErrorLaunchOutOfResources;
+    case gpu::Result::kIllegalAddress:
+      return api::kErrorIllegalAddress;
+    // HIP has no code for these faults: its launch failure.
+    case gpu::Result::kMisalignedAddress:
+    case gpu::Result::kLaunchFailed:
       return api::kErrorLaunchFailure;
-    default:
-      return api::kErrorRuntimeOther;
   }
+  return api::kErrorRuntimeOther;
 }
 
 struct Arch {
@@ -184,9 +196,9 @@ Error CodeObjectFor(const void* image, const char** code, uint64_t* size) {
   return api::kErrorNoBinaryForGpu;
 }
 
-// hip* devices are CUDA devices of the emulation; HIP's priorities 1
-// (least) .. -1 (greatest) map onto its 0 .. -2.
-int ToCudaPriority(int priority) {
+// HIP's priorities 1 (least) .. -1 (greatest) map onto the emulation's
+// 0 .. -2.
+int ToGpuPriority(int priority) {
   return (priority > 1 ? 1 : priority < -1 ? -1 : priority) - 1;
 }
 
@@ -240,11 +252,18 @@ const Name* FindName(Error e) {
   return nullptr;
 }
 
-CUstream Cu(api::Stream* s) { return reinterpret_cast<CUstream>(s); }
-CUevent Cu(api::Event* e) { return reinterpret_cast<CUevent>(e); }
-CUfunction Cu(api::Function* f) { return reinterpret_cast<CUfunction>(f); }
-CUmodule Cu(api::Module* m) { return reinterpret_cast<CUmodule>(m); }
-CUdeviceptr Cu(void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+template <class To, class From>
+To Handle(From from) {
+  static_assert(sizeof(To) == sizeof(From));
+  return reinterpret_cast<To>(from);
+}
+gpu::StreamHandle Gpu(api::Stream* s) { return Handle<gpu::StreamHandle>(s); }
+gpu::EventHandle Gpu(api::Event* e) { return Handle<gpu::EventHandle>(e); }
+gpu::FunctionHandle Gpu(api::Function* f) {
+  return Handle<gpu::FunctionHandle>(f);
+}
+gpu::ModuleHandle Gpu(api::Module* m) { return Handle<gpu::ModuleHandle>(m); }
+gpu::DevicePtr Gpu(void* p) { return reinterpret_cast<gpu::DevicePtr>(p); }
 
 }  // namespace
 
@@ -255,17 +274,17 @@ CUdeviceptr Cu(void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 // first init), then initializes it.
 FAKEHIP_EXPORT Error hipInit(unsigned int flags) {
   static const bool skinned = [] {
-    fakecuda::Skin skin;
+    gpu::Skin skin;
     skin.library = "libfakehip";
     skin.connections_env = "GPU_MAX_HW_QUEUES";
     skin.default_connections = 4;
     const char* aborts = std::getenv("FAKEHIP_FAULT_ABORTS");
     skin.fault_aborts = aborts == nullptr || std::string_view(aborts) != "0";
-    fakecuda::SetSkin(skin);
+    gpu::SetSkin(skin);
     return true;
   }();
   (void)skinned;
-  return ToHip(fakecuda::Fake_cuInit(flags));
+  return ToHip(gpu::Init(flags));
 }
 
 // HIP 5.2.21153, as Debian's ROCm reports itself.
@@ -290,16 +309,16 @@ FAKEHIP_EXPORT const char* hipGetErrorString(Error e) {
 }
 
 FAKEHIP_EXPORT Error hipGetDeviceCount(int* count) {
-  return ToHip(fakecuda::Fake_cuDeviceGetCount(count));
+  return ToHip(gpu::DeviceGetCount(count));
 }
 
 FAKEHIP_EXPORT Error hipDeviceGet(api::Device* device, int ordinal) {
-  return ToHip(fakecuda::Fake_cuDeviceGet(device, ordinal));
+  return ToHip(gpu::DeviceGet(device, ordinal));
 }
 
 FAKEHIP_EXPORT Error hipDeviceGetName(char* name, int len, api::Device dev) {
-  if (CUresult r = fakecuda::Fake_cuDeviceGetName(name, len, dev);
-      r != CUDA_SUCCESS) {
+  if (gpu::Result r = gpu::DeviceGetName(name, len, dev);
+      r != gpu::Result::kSuccess) {
     return ToHip(r);
   }
   std::snprintf(name, static_cast<size_t>(len), "Fake HIP Device %d (%s)", dev,
@@ -308,60 +327,53 @@ FAKEHIP_EXPORT Error hipDeviceGetName(char* name, int len, api::Device dev) {
 }
 
 FAKEHIP_EXPORT Error hipDeviceTotalMem(size_t* bytes, api::Device dev) {
-  return ToHip(fakecuda::Fake_cuDeviceTotalMem(bytes, dev));
+  return ToHip(gpu::DeviceTotalMem(bytes, dev));
 }
 
 FAKEHIP_EXPORT Error hipDeviceGetAttribute(int* value,
                                            api::DeviceAttribute attribute,
                                            int device) {
+  // The device must exist; then the value.
+  bool wait_value = false;
+  if (gpu::Result r = gpu::DeviceCanWaitValue(device, &wait_value);
+      r != gpu::Result::kSuccess) {
+    return ToHip(r);
+  }
   if (value == nullptr) return api::kErrorInvalidValue;
-  CUdevice_attribute cu;
+  const gpu::DeviceLimits& limits = gpu::kDeviceLimits;
   switch (attribute) {
     case api::kAttrComputeCapabilityMajor:
+      *value = 9;  // gfx9
+      break;
     case api::kAttrMaxSharedMemoryPerBlock:
-      // gfx9, with 64 KiB of LDS per workgroup and no opt-in (checked
-      // first: the device must exist).
-      if (CUresult r = fakecuda::Fake_cuDeviceGetAttribute(
-              value, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
-          r != CUDA_SUCCESS) {
-        return ToHip(r);
-      }
-      *value = attribute == api::kAttrComputeCapabilityMajor ? 9 : 64 * 1024;
-      return api::kSuccess;
+      *value = 64 * 1024;  // LDS per workgroup, no opt-in
+      break;
     case api::kAttrMaxBlockDimX:
-      cu = CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X;
-      break;
     case api::kAttrMaxBlockDimY:
-      cu = CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y;
-      break;
     case api::kAttrMaxBlockDimZ:
-      cu = CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z;
+      *value = limits.max_block_dim[attribute - api::kAttrMaxBlockDimX];
       break;
     case api::kAttrMaxGridDimX:
-      cu = CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X;
-      break;
     case api::kAttrMaxGridDimY:
-      cu = CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y;
-      break;
     case api::kAttrMaxGridDimZ:
-      cu = CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z;
+      *value = limits.max_grid_dim[attribute - api::kAttrMaxGridDimX];
       break;
     case api::kAttrMaxThreadsPerBlock:
-      cu = CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK;
+      *value = limits.max_threads_per_block;
       break;
     case api::kAttrMultiprocessorCount:
-      cu = CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT;
+      *value = limits.multiprocessors;
       break;
     case api::kAttrMemoryPoolsSupported:
-      cu = CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED;
+      *value = 1;
       break;
     case api::kAttrCanUseStreamWaitValue:
-      cu = CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS;
+      *value = wait_value ? 1 : 0;
       break;
     default:
       return api::kErrorInvalidValue;
   }
-  return ToHip(fakecuda::Fake_cuDeviceGetAttribute(value, cu, device));
+  return api::kSuccess;
 }
 
 // Fills the name and gcnArchName; the rest reads as zeros.
@@ -369,8 +381,8 @@ FAKEHIP_EXPORT Error hipGetDeviceProperties(api::DeviceProp* prop, int device) {
   if (prop == nullptr) return api::kErrorInvalidValue;
   std::memset(prop, 0, sizeof(*prop));
   char name[256] = {};
-  if (CUresult r = fakecuda::Fake_cuDeviceGetName(name, 255, device);
-      r != CUDA_SUCCESS) {
+  if (gpu::Result r = gpu::DeviceGetName(name, 255, device);
+      r != gpu::Result::kSuccess) {
     return ToHip(r);
   }
   std::memcpy(prop->bytes, name, sizeof(name));
@@ -382,24 +394,24 @@ FAKEHIP_EXPORT Error hipGetDeviceProperties(api::DeviceProp* prop, int device) {
 
 FAKEHIP_EXPORT Error hipDevicePrimaryCtxRetain(api::Context** context,
                                                api::Device device) {
-  return ToHip(fakecuda::Fake_cuDevicePrimaryCtxRetain(
-      reinterpret_cast<CUcontext*>(context), device));
+  return ToHip(gpu::DevicePrimaryCtxRetain(Handle<gpu::ContextHandle*>(context),
+                                           device));
 }
 
 FAKEHIP_EXPORT Error hipDevicePrimaryCtxRelease(api::Device device) {
-  return ToHip(fakecuda::Fake_cuDevicePrimaryCtxRelease(device));
+  return ToHip(gpu::DevicePrimaryCtxRelease(device));
 }
 
 // A no-op in ROCm 5.2: the context, its objects and its sticky error stay.
-// FAKECUDA_RESET_CLEARS_STICKY=1 (with FAKEHIP_FAULT_ABORTS=0) makes it
+// FAKEGPU_RESET_CLEARS_STICKY=1 (with FAKEHIP_FAULT_ABORTS=0) makes it
 // reset as CUDA's does, for tests that go on after a fault.
 FAKEHIP_EXPORT Error hipDevicePrimaryCtxReset(api::Device device) {
-  if (const char* clears = std::getenv("FAKECUDA_RESET_CLEARS_STICKY");
+  if (const char* clears = std::getenv("FAKEGPU_RESET_CLEARS_STICKY");
       clears != nullptr && std::string_view(clears) == "1") {
-    return ToHip(fakecuda::Fake_cuDevicePrimaryCtxReset(device));
+    return ToHip(gpu::DevicePrimaryCtxReset(device));
   }
   int count = 0;
-  if (CUresult r = fakecuda::Fake_cuDeviceGetCount(&count); r != CUDA_SUCCESS) {
+  if (gpu::Result r = gpu::DeviceGetCount(&count); r != gpu::Result::kSuccess) {
     return ToHip(r);
   }
   return device >= 0 && device < count ? api::kSuccess
@@ -407,8 +419,7 @@ FAKEHIP_EXPORT Error hipDevicePrimaryCtxReset(api::Device device) {
 }
 
 FAKEHIP_EXPORT Error hipCtxSetCurrent(api::Context* context) {
-  return ToHip(
-      fakecuda::Fake_cuCtxSetCurrent(reinterpret_cast<CUcontext>(context)));
+  return ToHip(gpu::CtxSetCurrent(Handle<gpu::ContextHandle>(context)));
 }
 
 FAKEHIP_EXPORT Error hipDeviceGetStreamPriorityRange(int* least,
@@ -421,117 +432,110 @@ FAKEHIP_EXPORT Error hipDeviceGetStreamPriorityRange(int* least,
 FAKEHIP_EXPORT Error hipStreamCreateWithPriority(api::Stream** stream,
                                                  unsigned int flags,
                                                  int priority) {
-  return ToHip(fakecuda::Fake_cuStreamCreateWithPriority(
-      reinterpret_cast<CUstream*>(stream), flags, ToCudaPriority(priority)));
+  return ToHip(gpu::StreamCreateWithPriority(Handle<gpu::StreamHandle*>(stream),
+                                             flags, ToGpuPriority(priority)));
 }
 
 FAKEHIP_EXPORT Error hipStreamDestroy(api::Stream* stream) {
-  return ToHip(fakecuda::Fake_cuStreamDestroy(Cu(stream)));
+  return ToHip(gpu::StreamDestroy(Gpu(stream)));
 }
 
 FAKEHIP_EXPORT Error hipStreamQuery(api::Stream* stream) {
-  return ToHip(fakecuda::Fake_cuStreamQuery(Cu(stream)));
+  return ToHip(gpu::StreamQuery(Gpu(stream)));
 }
 
 FAKEHIP_EXPORT Error hipStreamSynchronize(api::Stream* stream) {
-  return ToHip(fakecuda::Fake_cuStreamSynchronize(Cu(stream)));
+  return ToHip(gpu::StreamSynchronize(Gpu(stream)));
 }
 
 FAKEHIP_EXPORT Error hipStreamWaitEvent(api::Stream* stream, api::Event* event,
                                         unsigned int flags) {
-  return ToHip(fakecuda::Fake_cuStreamWaitEvent(Cu(stream), Cu(event), flags));
+  return ToHip(gpu::StreamWaitEvent(Gpu(stream), Gpu(event), flags));
 }
 
 FAKEHIP_EXPORT Error hipStreamWriteValue64(api::Stream* stream, void* ptr,
                                            uint64_t value, unsigned int flags) {
-  return ToHip(
-      fakecuda::Fake_cuStreamWriteValue64(Cu(stream), Cu(ptr), value, flags));
+  return ToHip(gpu::StreamWriteValue64(Gpu(stream), Gpu(ptr), value, flags));
 }
 
 FAKEHIP_EXPORT Error hipEventCreateWithFlags(api::Event** event,
                                              unsigned flags) {
-  return ToHip(
-      fakecuda::Fake_cuEventCreate(reinterpret_cast<CUevent*>(event), flags));
+  return ToHip(gpu::EventCreate(Handle<gpu::EventHandle*>(event), flags));
 }
 
 FAKEHIP_EXPORT Error hipEventDestroy(api::Event* event) {
-  return ToHip(fakecuda::Fake_cuEventDestroy(Cu(event)));
+  return ToHip(gpu::EventDestroy(Gpu(event)));
 }
 
 FAKEHIP_EXPORT Error hipEventRecord(api::Event* event, api::Stream* stream) {
-  return ToHip(fakecuda::Fake_cuEventRecord(Cu(event), Cu(stream)));
+  return ToHip(gpu::EventRecord(Gpu(event), Gpu(stream)));
 }
 
 FAKEHIP_EXPORT Error hipEventQuery(api::Event* event) {
-  return ToHip(fakecuda::Fake_cuEventQuery(Cu(event)));
+  return ToHip(gpu::EventQuery(Gpu(event)));
 }
 
 FAKEHIP_EXPORT Error hipEventElapsedTime(float* ms, api::Event* start,
                                          api::Event* stop) {
-  return ToHip(fakecuda::Fake_cuEventElapsedTime(ms, Cu(start), Cu(stop)));
+  return ToHip(gpu::EventElapsedTime(ms, Gpu(start), Gpu(stop)));
 }
 
 FAKEHIP_EXPORT Error hipMalloc(void** ptr, size_t size) {
-  return ToHip(
-      fakecuda::Fake_cuMemAlloc(reinterpret_cast<CUdeviceptr*>(ptr), size));
+  return ToHip(gpu::MemAlloc(Handle<gpu::DevicePtr*>(ptr), size));
 }
 
 FAKEHIP_EXPORT Error hipFree(void* ptr) {
-  return ToHip(fakecuda::Fake_cuMemFree(Cu(ptr)));
+  return ToHip(gpu::MemFree(Gpu(ptr)));
 }
 
 FAKEHIP_EXPORT Error hipMallocAsync(void** ptr, size_t size,
                                     api::Stream* stream) {
-  return ToHip(fakecuda::Fake_cuMemAllocAsync(
-      reinterpret_cast<CUdeviceptr*>(ptr), size, Cu(stream)));
+  return ToHip(
+      gpu::MemAllocAsync(Handle<gpu::DevicePtr*>(ptr), size, Gpu(stream)));
 }
 
 FAKEHIP_EXPORT Error hipFreeAsync(void* ptr, api::Stream* stream) {
-  return ToHip(fakecuda::Fake_cuMemFreeAsync(Cu(ptr), Cu(stream)));
+  return ToHip(gpu::MemFreeAsync(Gpu(ptr), Gpu(stream)));
 }
 
-// hipHostMallocPortable and hipHostMallocMapped have CUDA's values.
 FAKEHIP_EXPORT Error hipHostMalloc(void** ptr, size_t size,
                                    unsigned int flags) {
-  return ToHip(fakecuda::Fake_cuMemHostAlloc(ptr, size, flags));
+  return ToHip(gpu::MemHostAlloc(ptr, size, flags));
 }
 
 FAKEHIP_EXPORT Error hipHostFree(void* ptr) {
-  return ToHip(fakecuda::Fake_cuMemFreeHost(ptr));
+  return ToHip(gpu::MemFreeHost(ptr));
 }
 
 FAKEHIP_EXPORT Error hipHostGetDevicePointer(void** device_ptr, void* host_ptr,
                                              unsigned int flags) {
-  return ToHip(fakecuda::Fake_cuMemHostGetDevicePointer(
-      reinterpret_cast<CUdeviceptr*>(device_ptr), host_ptr, flags));
+  return ToHip(gpu::MemHostGetDevicePointer(Handle<gpu::DevicePtr*>(device_ptr),
+                                            host_ptr, flags));
 }
 
 FAKEHIP_EXPORT Error hipMemGetInfo(size_t* free, size_t* total) {
-  return ToHip(fakecuda::Fake_cuMemGetInfo(free, total));
+  return ToHip(gpu::MemGetInfo(free, total));
 }
 
 FAKEHIP_EXPORT Error hipMemcpyHtoDAsync(void* dst, void* src, size_t bytes,
                                         api::Stream* stream) {
-  return ToHip(
-      fakecuda::Fake_cuMemcpyHtoDAsync(Cu(dst), src, bytes, Cu(stream)));
+  return ToHip(gpu::MemcpyHtoDAsync(Gpu(dst), src, bytes, Gpu(stream)));
 }
 
 FAKEHIP_EXPORT Error hipMemcpyDtoHAsync(void* dst, void* src, size_t bytes,
                                         api::Stream* stream) {
-  return ToHip(
-      fakecuda::Fake_cuMemcpyDtoHAsync(dst, Cu(src), bytes, Cu(stream)));
+  return ToHip(gpu::MemcpyDtoHAsync(dst, Gpu(src), bytes, Gpu(stream)));
 }
 
 FAKEHIP_EXPORT Error hipMemcpyDtoDAsync(void* dst, void* src, size_t bytes,
                                         api::Stream* stream) {
-  return ToHip(
-      fakecuda::Fake_cuMemcpyDtoDAsync(Cu(dst), Cu(src), bytes, Cu(stream)));
+  return ToHip(gpu::MemcpyDtoDAsync(Gpu(dst), Gpu(src), bytes, Gpu(stream)));
 }
 
 FAKEHIP_EXPORT Error hipMemsetD32Async(void* dst, int value, size_t count,
                                        api::Stream* stream) {
-  return ToHip(fakecuda::Fake_cuMemsetD32Async(
-      Cu(dst), static_cast<unsigned int>(value), count, Cu(stream)));
+  return ToHip(gpu::MemsetD32Async(Gpu(dst), static_cast<unsigned int>(value),
+                                   count, Gpu(stream)));
 }
 
 FAKEHIP_EXPORT Error hipModuleLoadData(api::Module** module,
@@ -542,44 +546,55 @@ FAKEHIP_EXPORT Error hipModuleLoadData(api::Module** module,
   if (Error e = CodeObjectFor(image, &code, &size); e != api::kSuccess) {
     return e;
   }
-  return ToHip(fakecuda::LoadTwinModule(code, size,
-                                        reinterpret_cast<CUmodule*>(module)));
+  return ToHip(
+      gpu::ModuleLoadTwins(code, size, Handle<gpu::ModuleHandle*>(module)));
 }
 
 FAKEHIP_EXPORT Error hipModuleUnload(api::Module* module) {
-  return ToHip(fakecuda::Fake_cuModuleUnload(Cu(module)));
+  return ToHip(gpu::ModuleUnload(Gpu(module)));
 }
 
 FAKEHIP_EXPORT Error hipModuleGetFunction(api::Function** function,
                                           api::Module* module,
                                           const char* name) {
   if (function == nullptr) return api::kErrorInvalidValue;
-  CUfunction fn = nullptr;
-  if (CUresult r = fakecuda::Fake_cuModuleGetFunction(&fn, Cu(module), name);
-      r != CUDA_SUCCESS) {
+  gpu::FunctionHandle fn = nullptr;
+  if (gpu::Result r = gpu::ModuleGetFunction(&fn, Gpu(module), name);
+      r != gpu::Result::kSuccess) {
     return ToHip(r);
   }
   // AMD kernels need no opt-in for dynamic LDS: any launch within the
   // workgroup's 64 KiB, less the kernel's static LDS, runs.
   int static_bytes = 0;
-  fakecuda::Fake_cuFuncGetAttribute(&static_bytes,
-                                    CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn);
-  if (CUresult r = fakecuda::Fake_cuFuncSetAttribute(
-          fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+  gpu::FuncGetAttribute(&static_bytes, gpu::FunctionAttribute::kSharedSizeBytes,
+                        fn);
+  if (gpu::Result r = gpu::FuncSetAttribute(
+          fn, gpu::FunctionAttribute::kMaxDynamicSharedSizeBytes,
           64 * 1024 - static_bytes);
-      r != CUDA_SUCCESS) {
+      r != gpu::Result::kSuccess) {
     return ToHip(r);
   }
   *function = reinterpret_cast<api::Function*>(fn);
   return api::kSuccess;
 }
 
-// hipFunction_attribute has CUDA's values for the attributes asked for.
+// Attributes the emulation does not model read as 0.
 FAKEHIP_EXPORT Error hipFuncGetAttribute(int* value,
                                          api::FunctionAttribute attribute,
                                          api::Function* function) {
-  return ToHip(fakecuda::Fake_cuFuncGetAttribute(
-      value, static_cast<CUfunction_attribute>(attribute), Cu(function)));
+  gpu::FunctionAttribute gpu_attribute = gpu::FunctionAttribute::kOther;
+  switch (attribute) {
+    case api::kFuncMaxThreadsPerBlock:
+      gpu_attribute = gpu::FunctionAttribute::kMaxThreadsPerBlock;
+      break;
+    case api::kFuncSharedSizeBytes:
+      gpu_attribute = gpu::FunctionAttribute::kSharedSizeBytes;
+      break;
+    case api::kFuncMaxDynamicSharedSizeBytes:
+      gpu_attribute = gpu::FunctionAttribute::kMaxDynamicSharedSizeBytes;
+      break;
+  }
+  return ToHip(gpu::FuncGetAttribute(value, gpu_attribute, Gpu(function)));
 }
 
 FAKEHIP_EXPORT Error hipModuleLaunchKernel(
@@ -587,7 +602,7 @@ FAKEHIP_EXPORT Error hipModuleLaunchKernel(
     unsigned int grid_z, unsigned int block_x, unsigned int block_y,
     unsigned int block_z, unsigned int shared_bytes, api::Stream* stream,
     void** params, void** extra) {
-  return ToHip(fakecuda::Fake_cuLaunchKernel(
-      Cu(function), grid_x, grid_y, grid_z, block_x, block_y, block_z,
-      shared_bytes, Cu(stream), params, extra));
+  return ToHip(gpu::LaunchKernel(Gpu(function), grid_x, grid_y, grid_z, block_x,
+                                 block_y, block_z, shared_bytes, Gpu(stream),
+                                 params, extra));
 }

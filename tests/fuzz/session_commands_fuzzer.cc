@@ -98,11 +98,11 @@ std::unique_ptr<backend::Device> OpenDevice(const char* argv0) {
   // supervisor restarts the daemon, and one process fuzzes every input.
   setenv("FAKEHIP_FAULT_ABORTS", "0", /*overwrite=*/0);
 #endif
-  setenv("FAKECUDA_MEMORY_BYTES", "67108864", /*overwrite=*/0);
+  setenv("FAKEGPU_MEMORY_BYTES", "67108864", /*overwrite=*/0);
   // One process runs every input: a fault in one input is recovered from
   // before the next (recovery's refusal of a fault that survives the reset
   // is cuda_recovery_fake_test's and e2e_test's).
-  setenv("FAKECUDA_RESET_CLEARS_STICKY", "1", /*overwrite=*/0);
+  setenv("FAKEGPU_RESET_CLEARS_STICKY", "1", /*overwrite=*/0);
 #else
   (void)argv0;
   options.backend = "cpu";
@@ -330,7 +330,7 @@ void StartCore() {
 #ifdef GS_FUZZ_HIP_FAKE
 // The daemon cannot reset a HIP device; its supervisor restarts it, and a
 // new process gets a clean device. Here: a new core, after the fake's
-// context is reset behind the daemon's back (FAKECUDA_RESET_CLEARS_STICKY).
+// context is reset behind the daemon's back (FAKEGPU_RESET_CLEARS_STICKY).
 void RestartAfterDeviceLoss() {
   harness->core.reset();
   void* fake = dlopen(

@@ -49,7 +49,7 @@ TEST(CudaRecoveryFakeTest, RecoverRefusesADeviceTheResetDidNotClear) {
 // The child of the case below; its objects are gone when it returns (the
 // leak checker of the ASan build would abort the child otherwise).
 void RaceRecoveriesChild() {
-  setenv("FAKECUDA_RESET_CLEARS_STICKY", "1", 1);
+  setenv("FAKEGPU_RESET_CLEARS_STICKY", "1", 1);
   auto fail = [](const std::string& why) {
     std::cerr << "FAILED: " << why << "\n";
     std::exit(1);
@@ -112,7 +112,7 @@ void RaceRecoveriesChild() {
   if (calls.load() < 10) fail("the caller hardly ran");
 }
 
-// In a child process: the fake reads FAKECUDA_RESET_CLEARS_STICKY once.
+// In a child process: the fake reads FAKEGPU_RESET_CLEARS_STICKY once.
 // 200 rounds of fault and recovery while another thread keeps asking the
 // device for its memory figures and for new queues and flags (a stats
 // scrape, a session opening): each call either works or says the device

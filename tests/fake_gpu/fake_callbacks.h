@@ -1,18 +1,18 @@
-// The fake CUDA driver's callback thread: it runs the host functions
-// (cuLaunchHostFunc) of every stream of a context, one at a time, as the
+// The emulated GPU's callback thread: it runs the host functions
+// (LaunchHostFunc) of every stream of a context, one at a time, as the
 // driver may, so a host function that blocks holds up every other stream's;
 // a driver call from one is Misuse().
-#ifndef TESTS_FAKE_CUDA_FAKE_CALLBACKS_H_
-#define TESTS_FAKE_CUDA_FAKE_CALLBACKS_H_
-
-#include <cuda.h>
+#ifndef TESTS_FAKE_GPU_FAKE_CALLBACKS_H_
+#define TESTS_FAKE_GPU_FAKE_CALLBACKS_H_
 
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <thread>
 
-namespace fakecuda {
+#include "tests/fake_gpu/fake_gpu.h"
+
+namespace fakegpu {
 
 class CallbackThread {
  public:
@@ -25,13 +25,13 @@ class CallbackThread {
   // Runs fn(data) on the thread and returns once it has returned; after
   // Stop(), returns without running it (the context is gone). Not on the
   // callback thread itself. Thread-safe.
-  void Call(CUhostFn fn, void* data);
+  void Call(HostFn fn, void* data);
   // Lets the callback running now finish, then ends the thread. Idempotent.
   void Stop();
 
  private:
   struct Task {
-    CUhostFn fn;
+    HostFn fn;
     void* data;
     bool done = false;
   };
@@ -45,6 +45,6 @@ class CallbackThread {
   std::thread thread_;
 };
 
-}  // namespace fakecuda
+}  // namespace fakegpu
 
-#endif  // TESTS_FAKE_CUDA_FAKE_CALLBACKS_H_
+#endif  // TESTS_FAKE_GPU_FAKE_CALLBACKS_H_

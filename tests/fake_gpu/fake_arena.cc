@@ -1,5 +1,5 @@
-// The fake CUDA driver's device address space (fake_arena.h).
-#include "tests/fake_cuda/fake_arena.h"
+// The emulated GPU's device address space (fake_arena.h).
+#include "tests/fake_gpu/fake_arena.h"
 
 #include <sys/mman.h>
 
@@ -7,10 +7,10 @@
 #include <atomic>
 #include <iterator>
 
-namespace fakecuda {
+namespace fakegpu {
 namespace {
 
-constexpr int kMaxDevices = 64;                     // FAKECUDA_DEVICES' bound
+constexpr int kMaxDevices = 64;                     // FAKEGPU_DEVICES' bound
 constexpr uint64_t kMaxArena = uint64_t{64} << 30;  // address space per device
 
 }  // namespace
@@ -68,4 +68,4 @@ void Arena::Give(uintptr_t base, size_t bytes) {
   }
 }
 
-}  // namespace fakecuda
+}  // namespace fakegpu

@@ -1,12 +1,12 @@
-// Handle registries of the fake CUDA driver.
+// Handle registries of the emulated GPU.
 //
-// Every CUDA handle the fake gives out (CUcontext, CUstream, CUevent,
-// CUmodule, CUfunction) is an opaque token, never reused in the process's
-// life, that names an object in a registry. Entry points look handles up
-// here, so a destroyed, stale or foreign handle is an error
-// (CUDA_ERROR_INVALID_HANDLE and the like), never a dangling pointer.
-#ifndef TESTS_FAKE_CUDA_FAKE_REGISTRY_H_
-#define TESTS_FAKE_CUDA_FAKE_REGISTRY_H_
+// Every handle the emulation gives out (ContextHandle, StreamHandle,
+// EventHandle, ModuleHandle, FunctionHandle) is an opaque token, never reused
+// in the process's life, that names an object in a registry. Entry points look
+// handles up here, so a destroyed, stale or foreign handle is an error
+// (Result::kInvalidHandle and the like), never a dangling pointer.
+#ifndef TESTS_FAKE_GPU_FAKE_REGISTRY_H_
+#define TESTS_FAKE_GPU_FAKE_REGISTRY_H_
 
 #include <atomic>
 #include <cstdint>
@@ -17,9 +17,9 @@
 #include <utility>
 #include <vector>
 
-#include "tests/fake_cuda/fake_context.h"
+#include "tests/fake_gpu/fake_context.h"
 
-namespace fakecuda {
+namespace fakegpu {
 
 // A new handle value: nonzero, 16-aligned, never returned twice, and never 1
 // or 2 (CU_STREAM_LEGACY, CU_STREAM_PER_THREAD). Thread-safe.
@@ -101,7 +101,7 @@ class Registry {
   std::unordered_set<uintptr_t> tombstones_;
 };
 
-// Converts between CUDA handle types and registry handles.
+// Converts between handle types and registry handles.
 template <class Handle>
 uintptr_t HandleValue(Handle h) {
   return reinterpret_cast<uintptr_t>(h);
@@ -111,6 +111,6 @@ Handle ToHandle(uintptr_t value) {
   return reinterpret_cast<Handle>(value);
 }
 
-}  // namespace fakecuda
+}  // namespace fakegpu
 
-#endif  // TESTS_FAKE_CUDA_FAKE_REGISTRY_H_
+#endif  // TESTS_FAKE_GPU_FAKE_REGISTRY_H_

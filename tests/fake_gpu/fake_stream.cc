@@ -1,7 +1,7 @@
-// Streams of the fake CUDA driver, and the entry points that create them,
+// Streams of the emulated GPU, and the entry points that create them,
 // wait for them and put stream-memory operations and host functions on
 // them. Each stream runs its work strictly in order on its own thread.
-#include "tests/fake_cuda/fake_stream.h"
+#include "tests/fake_gpu/fake_stream.h"
 
 #include <algorithm>
 #include <atomic>
@@ -10,13 +10,13 @@
 #include <thread>
 #include <utility>
 
-#include "tests/fake_cuda/fake_api.h"
-#include "tests/fake_cuda/fake_callbacks.h"
-#include "tests/fake_cuda/fake_memory.h"
-#include "tests/fake_cuda/fake_progress.h"
-#include "tests/fake_cuda/fake_registry.h"
+#include "tests/fake_gpu/fake_callbacks.h"
+#include "tests/fake_gpu/fake_gpu.h"
+#include "tests/fake_gpu/fake_memory.h"
+#include "tests/fake_gpu/fake_progress.h"
+#include "tests/fake_gpu/fake_registry.h"
 
-namespace fakecuda {
+namespace fakegpu {
 namespace {
 
 Registry<Stream>& Streams() {
@@ -24,35 +24,35 @@ Registry<Stream>& Streams() {
   return *streams;
 }
 
-// cuStreamWaitValue64's condition on the 64-bit word.
+// StreamWaitValue64's condition on the 64-bit word.
 bool Satisfied(uint64_t word, uint64_t value, unsigned condition) {
   switch (condition) {
-    case CU_STREAM_WAIT_VALUE_GEQ:  // CUDA's wrap-around comparison
+    case kWaitValueGeq:  // CUDA's wrap-around comparison
       return static_cast<int64_t>(word - value) >= 0;
-    case CU_STREAM_WAIT_VALUE_EQ:
+    case kWaitValueEq:
       return word == value;
-    case CU_STREAM_WAIT_VALUE_AND:
+    case kWaitValueAnd:
       return (word & value) != 0;
-    default:  // CU_STREAM_WAIT_VALUE_NOR
+    default:  // kWaitValueNor
       return ~(word | value) != 0;
   }
 }
 
-// Common checks of cuStreamWaitValue64/cuStreamWriteValue64: the feature,
+// Common checks of StreamWaitValue64/StreamWriteValue64: the feature,
 // the stream, and an 8-aligned word that the stream's device may access.
-CUresult FindStreamForMemOp(CUstream handle, CUdeviceptr addr,
-                            std::shared_ptr<Stream>* stream) {
-  if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-  if (!GetConfig()->wait_value) return CUDA_ERROR_NOT_SUPPORTED;
-  if (CUresult r = FindStreamForWork(handle, false, stream);
-      r != CUDA_SUCCESS) {
+Result FindStreamForMemOp(StreamHandle handle, DevicePtr addr,
+                          std::shared_ptr<Stream>* stream) {
+  if (Result r = CheckInit(); r != Result::kSuccess) return r;
+  if (!GetConfig()->wait_value) return Result::kNotSupported;
+  if (Result r = FindStreamForWork(handle, false, stream);
+      r != Result::kSuccess) {
     return r;
   }
   if (addr % 8 != 0 ||
       FindAllocation((*stream)->ctx(), addr, 8, Access::kContext) == nullptr) {
-    return CUDA_ERROR_INVALID_VALUE;
+    return Result::kInvalidValue;
   }
-  return CUDA_SUCCESS;
+  return Result::kSuccess;
 }
 
 }  // namespace
@@ -157,7 +157,7 @@ void Stream::Run() {
   for (;;) {
     cv_.wait(lock, [&] { return stopped() || retired_ || !queue_.empty(); });
     if (stopped() || queue_.empty()) break;  // stopped, or retired + drained
-    if (ctx_->sticky() != CUDA_SUCCESS) {
+    if (ctx_->sticky() != Result::kSuccess) {
       std::deque<Item> dropped = std::move(queue_);
       queue_.clear();
       lock.unlock();
@@ -172,15 +172,15 @@ void Stream::Run() {
     // Whatever the connection runs before this operation goes first.
     Progress::Wait(
         [&] { return connection_->AtHead(item.position) || Interrupted(); });
-    CUresult r = CUDA_SUCCESS;
+    Result r = Result::kSuccess;
     const bool run = !Interrupted();
     if (run) r = item.op(*this);
     item.op = nullptr;
-    if (r != CUDA_SUCCESS) ctx_->Fault(r);
+    if (r != Result::kSuccess) ctx_->Fault(r);
     lock.lock();
     // An interrupted operation did not complete: its waiters see the
     // sticky error or the stop instead.
-    if (run && r == CUDA_SUCCESS && !Interrupted()) ++completed_;
+    if (run && r == Result::kSuccess && !Interrupted()) ++completed_;
     lock.unlock();
     connection_->Release(item.position);
     Progress::Notify();
@@ -194,101 +194,101 @@ void Stream::Run() {
   Progress::Notify();
 }
 
-CUresult FindStream(CUstream handle, std::shared_ptr<Stream>* stream) {
+Result FindStream(StreamHandle handle, std::shared_ptr<Stream>* stream) {
   std::shared_ptr<Context> current;
-  if (CUresult r = CurrentContext(Sticky::kIgnore, &current);
-      r != CUDA_SUCCESS) {
+  if (Result r = CurrentContext(Sticky::kIgnore, &current);
+      r != Result::kSuccess) {
     return r;
   }
   *stream = Streams().Find(HandleValue(handle));
-  return *stream != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  return *stream != nullptr ? Result::kSuccess : Result::kInvalidHandle;
 }
 
-CUresult FindStreamForWork(CUstream handle, bool same_context,
-                           std::shared_ptr<Stream>* stream) {
+Result FindStreamForWork(StreamHandle handle, bool same_context,
+                         std::shared_ptr<Stream>* stream) {
   std::shared_ptr<Context> current;
-  if (CUresult r = CurrentContext(Sticky::kIgnore, &current);
-      r != CUDA_SUCCESS) {
+  if (Result r = CurrentContext(Sticky::kIgnore, &current);
+      r != Result::kSuccess) {
     return r;
   }
   *stream = Streams().Find(HandleValue(handle));
-  if (*stream == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  if (CUresult r = CheckUsable((*stream)->ctx()); r != CUDA_SUCCESS) return r;
+  if (*stream == nullptr) return Result::kInvalidHandle;
+  if (Result r = CheckUsable((*stream)->ctx()); r != Result::kSuccess) return r;
   if (same_context && &(*stream)->ctx() != current.get()) {
-    return CUDA_ERROR_INVALID_HANDLE;
+    return Result::kInvalidHandle;
   }
-  return CUDA_SUCCESS;
+  return Result::kSuccess;
 }
 
-CUresult EnqueueOp(Stream& stream, Op op, uint64_t* ticket) {
+Result EnqueueOp(Stream& stream, Op op, uint64_t* ticket) {
   const uint64_t t = stream.Enqueue(std::move(op));
   if (t == 0) {
-    return stream.stopped() ? CUDA_ERROR_CONTEXT_IS_DESTROYED
-                            : CUDA_ERROR_INVALID_HANDLE;
+    return stream.stopped() ? Result::kContextIsDestroyed
+                            : Result::kInvalidHandle;
   }
   if (ticket != nullptr) *ticket = t;
-  return CUDA_SUCCESS;
+  return Result::kSuccess;
 }
 
-CUresult WaitForTicket(Stream& stream, uint64_t ticket) {
+Result WaitForTicket(Stream& stream, uint64_t ticket) {
   Progress::Wait([&] {
     return stream.Done(ticket) || stream.Interrupted() ||
            stream.ctx().destroyed();
   });
-  if (CUresult r = CheckUsable(stream.ctx()); r != CUDA_SUCCESS) return r;
-  return stream.Done(ticket) ? CUDA_SUCCESS : CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  if (Result r = CheckUsable(stream.ctx()); r != Result::kSuccess) return r;
+  return stream.Done(ticket) ? Result::kSuccess : Result::kContextIsDestroyed;
 }
 
 void ReleaseStreams(const Context* ctx) { Streams().RemoveOwnedBy(ctx); }
 
-// Flags: 0 or CU_STREAM_NON_BLOCKING. The priority is clamped to [-5, 0]
+// Flags: 0 or kStreamNonBlocking. The priority is clamped to [-5, 0]
 // and recorded; the fake does not schedule by it.
-CUresult Fake_cuStreamCreateWithPriority(CUstream* phStream, unsigned int flags,
-                                         int priority) {
+Result StreamCreateWithPriority(StreamHandle* phStream, unsigned int flags,
+                                int priority) {
   std::shared_ptr<Context> ctx;
-  if (CUresult r = CurrentContext(Sticky::kFail, &ctx); r != CUDA_SUCCESS) {
+  if (Result r = CurrentContext(Sticky::kFail, &ctx); r != Result::kSuccess) {
     return r;
   }
-  if (phStream == nullptr || (flags & ~unsigned{CU_STREAM_NON_BLOCKING})) {
-    return CUDA_ERROR_INVALID_VALUE;
+  if (phStream == nullptr || (flags & ~unsigned{kStreamNonBlocking})) {
+    return Result::kInvalidValue;
   }
   ctx->ReapStreams();
   auto stream =
       std::make_shared<Stream>(ctx, flags, std::clamp(priority, -5, 0));
   stream->Start();
-  if (CUresult r = ctx->AddStream(stream); r != CUDA_SUCCESS) return r;
+  if (Result r = ctx->AddStream(stream); r != Result::kSuccess) return r;
   const uintptr_t handle = Streams().Add(stream);
-  if (handle == 0) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
-  *phStream = ToHandle<CUstream>(handle);
-  return CUDA_SUCCESS;
+  if (handle == 0) return Result::kContextIsDestroyed;
+  *phStream = ToHandle<StreamHandle>(handle);
+  return Result::kSuccess;
 }
 
 // Returns at once; the stream finishes its queued work, then goes away.
-CUresult Fake_cuStreamDestroy(CUstream handle) {
+Result StreamDestroy(StreamHandle handle) {
   std::shared_ptr<Context> current;
-  if (CUresult r = CurrentContext(Sticky::kIgnore, &current);
-      r != CUDA_SUCCESS) {
+  if (Result r = CurrentContext(Sticky::kIgnore, &current);
+      r != Result::kSuccess) {
     return r;
   }
   std::shared_ptr<Stream> stream = Streams().Remove(HandleValue(handle));
-  if (stream == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (stream == nullptr) return Result::kInvalidHandle;
   stream->Retire();
   stream->ctx().ReapStreams();
-  return CUDA_SUCCESS;
+  return Result::kSuccess;
 }
 
-CUresult Fake_cuStreamQuery(CUstream handle) {
+Result StreamQuery(StreamHandle handle) {
   std::shared_ptr<Stream> stream;
-  if (CUresult r = FindStream(handle, &stream); r != CUDA_SUCCESS) return r;
-  if (CUresult r = CheckUsable(stream->ctx()); r != CUDA_SUCCESS) return r;
-  return stream->Done(stream->LastTicket()) ? CUDA_SUCCESS
-                                            : CUDA_ERROR_NOT_READY;
+  if (Result r = FindStream(handle, &stream); r != Result::kSuccess) return r;
+  if (Result r = CheckUsable(stream->ctx()); r != Result::kSuccess) return r;
+  return stream->Done(stream->LastTicket()) ? Result::kSuccess
+                                            : Result::kNotReady;
 }
 
-CUresult Fake_cuStreamSynchronize(CUstream handle) {
+Result StreamSynchronize(StreamHandle handle) {
   std::shared_ptr<Stream> stream;
-  if (CUresult r = FindStream(handle, &stream); r != CUDA_SUCCESS) return r;
-  if (CUresult r = CheckUsable(stream->ctx()); r != CUDA_SUCCESS) return r;
+  if (Result r = FindStream(handle, &stream); r != Result::kSuccess) return r;
+  if (Result r = CheckUsable(stream->ctx()); r != Result::kSuccess) return r;
   return WaitForTicket(*stream, stream->LastTicket());
 }
 
@@ -296,71 +296,71 @@ CUresult Fake_cuStreamSynchronize(CUstream handle) {
 // condition. The host changes the word with stores the fake cannot see, so
 // the worker polls it like a GPU: acquire loads, sleeping 10 us, doubling
 // up to 200 us, in between.
-CUresult Fake_cuStreamWaitValue64(CUstream handle, CUdeviceptr addr,
-                                  cuuint64_t value, unsigned int flags) {
+Result StreamWaitValue64(StreamHandle handle, DevicePtr addr, uint64_t value,
+                         unsigned int flags) {
   std::shared_ptr<Stream> stream;
-  if (CUresult r = FindStreamForMemOp(handle, addr, &stream);
-      r != CUDA_SUCCESS) {
+  if (Result r = FindStreamForMemOp(handle, addr, &stream);
+      r != Result::kSuccess) {
     return r;
   }
-  if (flags & CU_STREAM_WAIT_VALUE_FLUSH) return CUDA_ERROR_NOT_SUPPORTED;
-  if (flags > CU_STREAM_WAIT_VALUE_NOR) return CUDA_ERROR_INVALID_VALUE;
-  return EnqueueOp(*stream, [addr, value, flags](Stream& s) -> CUresult {
+  if (flags & kWaitValueFlush) return Result::kNotSupported;
+  if (flags > kWaitValueNor) return Result::kInvalidValue;
+  return EnqueueOp(*stream, [addr, value, flags](Stream& s) -> Result {
     std::shared_ptr<Allocation> hold;
-    if (CUresult r = DeviceAccess(s.ctx(), addr, 8, 8, Access::kContext, &hold);
-        r != CUDA_SUCCESS) {
+    if (Result r = DeviceAccess(s.ctx(), addr, 8, 8, Access::kContext, &hold);
+        r != Result::kSuccess) {
       return r;
     }
     std::atomic_ref<uint64_t> word(*reinterpret_cast<uint64_t*>(addr));
     auto pause = std::chrono::microseconds(10);
     while (!Satisfied(word.load(std::memory_order_acquire), value, flags)) {
-      if (s.Interrupted()) return CUDA_SUCCESS;
+      if (s.Interrupted()) return Result::kSuccess;
       // Memory freed under a waiting GPU is an access to no allocation.
-      if (!hold->live.load()) return CUDA_ERROR_ILLEGAL_ADDRESS;
+      if (!hold->live.load()) return Result::kIllegalAddress;
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::microseconds(200));
     }
-    return CUDA_SUCCESS;
+    return Result::kSuccess;
   });
 }
 
 // Stores `value` at `addr` (a release store) when the stream reaches it.
-CUresult Fake_cuStreamWriteValue64(CUstream handle, CUdeviceptr addr,
-                                   cuuint64_t value, unsigned int flags) {
+Result StreamWriteValue64(StreamHandle handle, DevicePtr addr, uint64_t value,
+                          unsigned int flags) {
   std::shared_ptr<Stream> stream;
-  if (CUresult r = FindStreamForMemOp(handle, addr, &stream);
-      r != CUDA_SUCCESS) {
+  if (Result r = FindStreamForMemOp(handle, addr, &stream);
+      r != Result::kSuccess) {
     return r;
   }
-  if (flags & ~unsigned{CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER}) {
-    return CUDA_ERROR_INVALID_VALUE;
+  if (flags & ~unsigned{kWriteValueNoMemoryBarrier}) {
+    return Result::kInvalidValue;
   }
-  return EnqueueOp(*stream, [addr, value](Stream& s) -> CUresult {
+  return EnqueueOp(*stream, [addr, value](Stream& s) -> Result {
     std::shared_ptr<Allocation> hold;
-    if (CUresult r = DeviceAccess(s.ctx(), addr, 8, 8, Access::kContext, &hold);
-        r != CUDA_SUCCESS) {
+    if (Result r = DeviceAccess(s.ctx(), addr, 8, 8, Access::kContext, &hold);
+        r != Result::kSuccess) {
       return r;
     }
     std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(addr))
         .store(value, std::memory_order_release);
-    return CUDA_SUCCESS;
+    return Result::kSuccess;
   });
 }
 
 // fn(userData) runs on the context's one callback thread when the stream
 // reaches it, unless the context has faulted by then; the stream goes on
-// once it returns. A CUDA call from fn aborts the process (Misuse).
-CUresult Fake_cuLaunchHostFunc(CUstream handle, CUhostFn fn, void* userData) {
+// once it returns. A driver call from fn aborts the process (Misuse).
+Result LaunchHostFunc(StreamHandle handle, HostFn fn, void* userData) {
   std::shared_ptr<Stream> stream;
-  if (CUresult r = FindStreamForWork(handle, false, &stream);
-      r != CUDA_SUCCESS) {
+  if (Result r = FindStreamForWork(handle, false, &stream);
+      r != Result::kSuccess) {
     return r;
   }
-  if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (fn == nullptr) return Result::kInvalidValue;
   return EnqueueOp(*stream, [fn, userData](Stream& s) {
     s.ctx().callbacks().Call(fn, userData);
-    return CUDA_SUCCESS;
+    return Result::kSuccess;
   });
 }
 
-}  // namespace fakecuda
+}  // namespace fakegpu

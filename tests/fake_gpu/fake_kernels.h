@@ -1,17 +1,18 @@
-// CPU twins of the `samples` CUDA kernels (kernels/cuda/samples.cu): what
-// the fake driver runs for a launch of a kernel it knows, with the same
-// parameter layout and effects, and every memory access bounds-checked.
-#ifndef TESTS_FAKE_CUDA_FAKE_KERNELS_H_
-#define TESTS_FAKE_CUDA_FAKE_KERNELS_H_
-
-#include <cuda.h>
+// CPU twins of the `samples` kernels (kernels/cuda/samples.cu,
+// kernels/hip/samples.hip): what the fake driver runs for a launch of a kernel
+// it knows, with the same parameter layout and effects, and every memory access
+// bounds-checked.
+#ifndef TESTS_FAKE_GPU_FAKE_KERNELS_H_
+#define TESTS_FAKE_GPU_FAKE_KERNELS_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string_view>
 
-namespace fakecuda {
+#include "tests/fake_gpu/fake_gpu.h"
+
+namespace fakegpu {
 
 class Stream;
 
@@ -27,10 +28,10 @@ struct Twin {
   int max_threads_per_block;  // 1024, or the kernel's __launch_bounds__
   // Runs one launch on `stream`'s worker: `args` holds the parameters at
   // their offsets (ArgsSize bytes), `threads` is grid.x * block.x (the
-  // kernels use the x dimension only). Returns CUDA_SUCCESS or the fault
-  // (CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_ERROR_MISALIGNED_ADDRESS); a fault
+  // kernels use the x dimension only). Returns Result::kSuccess or the fault
+  // (Result::kIllegalAddress, Result::kMisalignedAddress); a fault
   // happens before any element is written.
-  CUresult (*run)(Stream& stream, const unsigned char* args, uint64_t threads);
+  Result (*run)(Stream& stream, const unsigned char* args, uint64_t threads);
 };
 
 // All twins.
@@ -45,6 +46,6 @@ size_t ArgsSize(const Twin& twin);
 // The most parameter bytes of any twin.
 inline constexpr size_t kMaxArgsSize = 32;
 
-}  // namespace fakecuda
+}  // namespace fakegpu
 
-#endif  // TESTS_FAKE_CUDA_FAKE_KERNELS_H_
+#endif  // TESTS_FAKE_GPU_FAKE_KERNELS_H_

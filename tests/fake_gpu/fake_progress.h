@@ -1,7 +1,7 @@
-// The fake CUDA driver's process-wide "device work progressed" signal.
+// The emulated GPU's process-wide "device work progressed" signal.
 //
-// Whatever waits for emulated device work (cuStreamSynchronize,
-// cuEventSynchronize, cuCtxSynchronize, a stream worker waiting on another
+// Whatever waits for emulated device work (StreamSynchronize,
+// EventSynchronize, CtxSynchronize, a stream worker waiting on another
 // stream's event record, a copy to pageable memory, spin_ns) waits here;
 // whatever completes work, faults a context or stops a stream calls
 // Notify() after changing its state.
@@ -10,14 +10,14 @@
 // take a stream's or an event's mutex; so Notify() must never be called
 // with such a mutex held. One signal for all streams is simple and cannot
 // lose a wake-up across streams; waiters only re-check a cheap predicate.
-#ifndef TESTS_FAKE_CUDA_FAKE_PROGRESS_H_
-#define TESTS_FAKE_CUDA_FAKE_PROGRESS_H_
+#ifndef TESTS_FAKE_GPU_FAKE_PROGRESS_H_
+#define TESTS_FAKE_GPU_FAKE_PROGRESS_H_
 
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 
-namespace fakecuda {
+namespace fakegpu {
 
 class Progress {
  public:
@@ -57,6 +57,6 @@ class Progress {
   }
 };
 
-}  // namespace fakecuda
+}  // namespace fakegpu
 
-#endif  // TESTS_FAKE_CUDA_FAKE_PROGRESS_H_
+#endif  // TESTS_FAKE_GPU_FAKE_PROGRESS_H_

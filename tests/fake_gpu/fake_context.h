@@ -1,9 +1,7 @@
-// Driver state of the fake CUDA driver: configuration, initialization, and
+// Driver state of the emulated GPU: configuration, initialization, and
 // the primary contexts with their sticky error.
-#ifndef TESTS_FAKE_CUDA_FAKE_CONTEXT_H_
-#define TESTS_FAKE_CUDA_FAKE_CONTEXT_H_
-
-#include <cuda.h>
+#ifndef TESTS_FAKE_GPU_FAKE_CONTEXT_H_
+#define TESTS_FAKE_GPU_FAKE_CONTEXT_H_
 
 #include <atomic>
 #include <cstdint>
@@ -11,73 +9,66 @@
 #include <mutex>
 #include <vector>
 
-namespace fakecuda {
+#include "tests/fake_gpu/fake_gpu.h"
+
+namespace fakegpu {
 
 class CallbackThread;
 class Connection;
 class Stream;
 
-// Settings that the first successful cuInit reads from the environment.
+// Settings that the first successful Init reads from the environment.
 // The hazards of a real driver are all on by default; each knob turns one
 // off for a test that looks at something else.
 struct Config {
-  int devices = 1;                            // FAKECUDA_DEVICES
-  uint64_t memory_bytes = uint64_t{1} << 30;  // FAKECUDA_MEMORY_BYTES
-  bool wait_value = true;  // false if FAKECUDA_NO_WAIT_VALUE=1
+  int devices = 1;                            // FAKEGPU_DEVICES
+  uint64_t memory_bytes = uint64_t{1} << 30;  // FAKEGPU_MEMORY_BYTES
+  bool wait_value = true;  // false if FAKEGPU_NO_WAIT_VALUE=1
   // Hardware queues per context that streams share round-robin
   // (CUDA_DEVICE_MAX_CONNECTIONS, read as the driver reads it: default 8,
-  // 1..32); 0 with FAKECUDA_SHARED_CONNECTIONS=0: one queue per stream.
+  // 1..32); 0 with FAKEGPU_SHARED_CONNECTIONS=0: one queue per stream.
   int connections = 8;
-  // cuMemFree/cuMemFreeHost wait until every stream of the context is idle
-  // (FAKECUDA_SYNC_FREE, default 1).
+  // MemFree/MemFreeHost wait until every stream of the context is idle
+  // (FAKEGPU_SYNC_FREE, default 1).
   bool sync_free = true;
   // Device memory is mapped in granules of this many bytes: device work
   // faults only on a granule that holds no allocation of its context, and
   // writes past the end of an allocation inside one land in whatever lives
-  // there (FAKECUDA_PAGE_BYTES, default 2 MiB; 0: every access outside its
+  // there (FAKEGPU_PAGE_BYTES, default 2 MiB; 0: every access outside its
   // allocation faults).
   uint64_t page_bytes = uint64_t{2} << 20;
-  // cuDevicePrimaryCtxReset clears a sticky error
-  // (FAKECUDA_RESET_CLEARS_STICKY, default 0: it survives, as the driver
+  // DevicePrimaryCtxReset clears a sticky error
+  // (FAKEGPU_RESET_CLEARS_STICKY, default 0: it survives, as the driver
   // does not promise otherwise).
   bool reset_clears_sticky = false;
-  // The devices' compute capability as major * 10 + minor
-  // (FAKECUDA_COMPUTE_CAPABILITY, default 90: an H100/H200). A module image
-  // loads only with code for it (fake_module.cc).
-  int compute_capability = 90;
 };
-
-// The driver version cuDriverGetVersion reports and cuGetProcAddress
-// checks requests against (FAKECUDA_DRIVER_VERSION, default 13000). Read
-// from the environment on each call: both work before cuInit.
-int DriverVersion();
 
 // Reports a use of the driver that a real driver would punish with a
 // deadlock or undefined behaviour (a driver call inside a host function, a
 // handle of a reset context), then aborts: a test must fail, loudly.
 [[noreturn]] void Misuse(const char* what);
 
-// The configuration, or nullptr before cuInit succeeded. Thread-safe; the
+// The configuration, or nullptr before Init succeeded. Thread-safe; the
 // object never changes once published.
 const Config* GetConfig();
 
-// Prologue of the entry points (all but cuGetProcAddress, cuDriverGetVersion
-// and cuGetError*): Misuse() on the callback thread running a host function
-// (cuda.h: "must not make any CUDA API calls"; a real driver may deadlock),
-// CUDA_ERROR_NOT_INITIALIZED before cuInit, else CUDA_SUCCESS.
-CUresult CheckInit();
+// Prologue of the entry points (all but Init): Misuse() on the callback thread
+// running a host function (the vendors: "must not make any API calls"; a real
+// driver may deadlock), Result::kNotInitialized before Init, else
+// Result::kSuccess.
+Result CheckInit();
 
-// CheckInit, then CUDA_ERROR_INVALID_DEVICE unless `dev` is an ordinal.
-CUresult CheckDevice(CUdevice dev);
+// CheckInit, then Result::kInvalidDevice unless `dev` is an ordinal.
+Result CheckDevice(int dev);
 
-// Marks the calling thread as running a host function (cuLaunchHostFunc).
+// Marks the calling thread as running a host function (LaunchHostFunc).
 void SetInHostFunction(bool in_host_function);
 // Whether the calling thread runs a host function.
 bool InHostFunction();
 
 // A device's primary context. Objects of the context (streams, events,
 // memory, modules) hold a shared_ptr to it, so it outlives every use; once
-// Destroy()ed (cuDevicePrimaryCtxReset, or the last release) it owns
+// Destroy()ed (DevicePrimaryCtxReset, or the last release) it owns
 // nothing and every entry point rejects it. Thread-safe.
 class Context {
  public:
@@ -87,23 +78,25 @@ class Context {
   Context& operator=(const Context&) = delete;
 
   int device() const { return device_; }
-  CUcontext handle() const { return reinterpret_cast<CUcontext>(handle_); }
+  ContextHandle handle() const {
+    return reinterpret_cast<ContextHandle>(handle_);
+  }
   // For Registry: a context owns itself.
   const Context* owner() const { return this; }
 
-  // CUDA_SUCCESS, or the first fault of device work in this context (sticky
+  // Result::kSuccess, or the first fault of device work in this context (sticky
   // until the context is destroyed).
-  CUresult sticky() const { return sticky_.load(std::memory_order_acquire); }
+  Result sticky() const { return sticky_.load(std::memory_order_acquire); }
   bool destroyed() const { return destroyed_.load(std::memory_order_acquire); }
 
   // Records `error` as the sticky error unless one is recorded, and wakes
   // every stream of the context so that it drops its pending work. Called
   // by stream workers; takes the context's and streams' mutexes.
-  void Fault(CUresult error);
+  void Fault(Result error);
 
   // Adds a stream (started by the caller) to the context; returns
-  // CUDA_ERROR_CONTEXT_IS_DESTROYED, adding nothing, after Destroy().
-  CUresult AddStream(std::shared_ptr<Stream> stream);
+  // Result::kContextIsDestroyed, adding nothing, after Destroy().
+  Result AddStream(std::shared_ptr<Stream> stream);
   // The streams of the context, including destroyed ones still draining.
   std::vector<std::shared_ptr<Stream>> Streams() const;
   // Joins and forgets destroyed streams whose worker has exited.
@@ -125,7 +118,7 @@ class Context {
  private:
   const int device_;
   const uintptr_t handle_;
-  std::atomic<CUresult> sticky_{CUDA_SUCCESS};
+  std::atomic<Result> sticky_{Result::kSuccess};
   std::atomic<bool> destroyed_{false};
   mutable std::mutex mu_;
   std::vector<std::shared_ptr<Stream>> streams_;          // guarded by mu_
@@ -141,20 +134,20 @@ enum class Sticky {
 };
 
 // Resolves the calling thread's current context for an entry point: after
-// CheckInit, CUDA_ERROR_INVALID_CONTEXT if the thread has none (it must call
-// cuCtxSetCurrent), CUDA_ERROR_CONTEXT_IS_DESTROYED if it was destroyed,
+// CheckInit, Result::kInvalidContext if the thread has none (it must call
+// CtxSetCurrent), Result::kContextIsDestroyed if it was destroyed,
 // and with Sticky::kFail the context's sticky error.
-CUresult CurrentContext(Sticky sticky, std::shared_ptr<Context>* ctx);
+Result CurrentContext(Sticky sticky, std::shared_ptr<Context>* ctx);
 
 // Waits until all work enqueued so far on every stream of `ctx` has
 // finished or been dropped (a sticky error, destruction): what the
-// driver's synchronizing calls (cuMemFree, ...) wait for. Not on a stream
+// driver's synchronizing calls (MemFree, ...) wait for. Not on a stream
 // worker.
 void DrainContext(Context& ctx);
 
 // Checks the sticky error and destruction of an object's context:
-// CUDA_ERROR_CONTEXT_IS_DESTROYED, the sticky error, or CUDA_SUCCESS.
-CUresult CheckUsable(const Context& ctx);
+// Result::kContextIsDestroyed, the sticky error, or Result::kSuccess.
+Result CheckUsable(const Context& ctx);
 
 // Unregister and free the objects of a context being destroyed; each
 // lives in the file of its kind. Streams are stopped and joined already.
@@ -163,20 +156,15 @@ void ReleaseEvents(const Context* ctx);   // fake_event.cc
 void ReleaseMemory(const Context* ctx);   // fake_memory.cc
 void ReleaseModules(const Context* ctx);  // fake_module.cc
 
-// Loads a module of the kernels (with CPU twins) that `image` names, into
-// the current context, without checking its format: for a skin that checked
-// the image for its own device (fake_module.cc). CUDA_ERROR_INVALID_IMAGE
-// when it names no kernel with a twin.
-CUresult LoadTwinModule(const char* image, size_t size, CUmodule* module);
-
-// What differs when the emulated device is served as another vendor's
-// runtime (tests/fake_hip). Set by that skin before the first cuInit;
-// libfakecuda keeps the defaults. Not thread-safe before init.
+// What differs between the vendors the emulated device is served as. Set
+// by the skin (libfakecuda, libfakehip) before the first Init. Not
+// thread-safe before init.
 struct Skin {
-  const char* library = "libfakecuda";  // In messages.
-  // The hardware queues streams share: the variable and its default
-  // (HIP: GPU_MAX_HW_QUEUES, 4).
-  const char* connections_env = "CUDA_DEVICE_MAX_CONNECTIONS";
+  const char* library = "fakegpu";  // In messages.
+  // The hardware queues streams share: the environment variable (none:
+  // the default) and its default (CUDA_DEVICE_MAX_CONNECTIONS, 8;
+  // GPU_MAX_HW_QUEUES, 4).
+  const char* connections_env = nullptr;
   int default_connections = 8;
   // A fault of device work aborts the process (ROCm 5.2's runtime does)
   // instead of becoming the context's sticky error.
@@ -185,6 +173,6 @@ struct Skin {
 void SetSkin(const Skin& skin);
 const Skin& GetSkin();
 
-}  // namespace fakecuda
+}  // namespace fakegpu
 
-#endif  // TESTS_FAKE_CUDA_FAKE_CONTEXT_H_
+#endif  // TESTS_FAKE_GPU_FAKE_CONTEXT_H_

@@ -1,9 +1,9 @@
-// Memory of the fake CUDA driver: allocation, the table of live
+// Memory of the emulated GPU: allocation, the table of live
 // allocations, and the asynchronous copies and memset, which run in stream
-// order and check their ranges both when enqueued (CUDA_ERROR_INVALID_VALUE,
+// order and check their ranges both when enqueued (Result::kInvalidValue,
 // as the driver validates pointers) and when run (a fault if the memory was
 // freed meanwhile).
-#include "tests/fake_cuda/fake_memory.h"
+#include "tests/fake_gpu/fake_memory.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -14,13 +14,13 @@
 #include <utility>
 #include <vector>
 
-#include "tests/fake_cuda/fake_api.h"
-#include "tests/fake_cuda/fake_stream.h"
+#include "tests/fake_gpu/fake_gpu.h"
+#include "tests/fake_gpu/fake_stream.h"
 
-namespace fakecuda {
+namespace fakegpu {
 namespace {
 
-constexpr size_t kDeviceAlignment = 256;   // cuMemAlloc's guarantee
+constexpr size_t kDeviceAlignment = 256;   // MemAlloc's guarantee
 constexpr size_t kPinnedAlignment = 4096;  // page-aligned, like CUDA's
 
 // All live allocations by base address, and device memory in use per
@@ -59,23 +59,23 @@ bool RoundUp(size_t size, size_t align, size_t* rounded) {
 }
 
 // Registers a new allocation of `ctx`: device memory counted against
-// `limit` (CUDA_ERROR_OUT_OF_MEMORY beyond it), or pinned host memory, not
+// `limit` (Result::kOutOfMemory beyond it), or pinned host memory, not
 // counted but refused past `limit` in one piece, as a real driver refuses
 // more than the host can pin (and a sanitizer's allocator would abort the
 // process on an impossible size rather than return null).
-CUresult Allocate(const Context& ctx, size_t size, bool pinned, unsigned flags,
-                  uint64_t limit, uintptr_t* base) {
+Result Allocate(const Context& ctx, size_t size, bool pinned, unsigned flags,
+                uint64_t limit, uintptr_t* base) {
   size_t rounded;
   if (size == 0 ||
       !RoundUp(size, pinned ? kPinnedAlignment : kDeviceAlignment, &rounded)) {
-    return CUDA_ERROR_INVALID_VALUE;
+    return Result::kInvalidValue;
   }
   Table& t = table();
   std::lock_guard<std::mutex> lock(t.mu);
-  if (ctx.destroyed()) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  if (ctx.destroyed()) return Result::kContextIsDestroyed;
   uint64_t& used = t.device_bytes[&ctx];
-  if (!pinned && rounded > limit - used) return CUDA_ERROR_OUT_OF_MEMORY;
-  if (pinned && rounded > limit) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!pinned && rounded > limit - used) return Result::kOutOfMemory;
+  if (pinned && rounded > limit) return Result::kOutOfMemory;
   Arena* arena = nullptr;
   const uint64_t page = GetConfig()->page_bytes;
   if (!pinned && page != 0) {
@@ -85,31 +85,31 @@ CUresult Allocate(const Context& ctx, size_t size, bool pinned, unsigned flags,
     *base = reinterpret_cast<uintptr_t>(std::aligned_alloc(
         pinned ? kPinnedAlignment : kDeviceAlignment, rounded));
   }
-  if (*base == 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (*base == 0) return Result::kOutOfMemory;
   auto allocation =
       std::make_shared<Allocation>(*base, size, rounded, pinned, flags, &ctx);
   allocation->arena = arena;
   t.by_base.emplace(*base, std::move(allocation));
   if (!pinned) used += rounded;
-  return CUDA_SUCCESS;
+  return Result::kSuccess;
 }
 
 // Frees the allocation based at `base` of the given kind (any context's);
-// CUDA_ERROR_INVALID_VALUE if there is none. Work that still uses it
+// Result::kInvalidValue if there is none. Work that still uses it
 // faults when it runs.
-CUresult Free(uintptr_t base, bool pinned) {
+Result Free(uintptr_t base, bool pinned) {
   std::shared_ptr<Allocation> freed;
   Table& t = table();
   std::lock_guard<std::mutex> lock(t.mu);
   auto it = t.by_base.find(base);
   if (it == t.by_base.end() || it->second->pinned != pinned) {
-    return CUDA_ERROR_INVALID_VALUE;
+    return Result::kInvalidValue;
   }
   freed = std::move(it->second);
   t.by_base.erase(it);
   freed->live.store(false);
   if (!pinned) t.device_bytes[freed->owner] -= freed->reserved;
-  return CUDA_SUCCESS;
+  return Result::kSuccess;
 }
 
 // Whether [addr, addr + len) is inside one live allocation (with unified
@@ -152,25 +152,25 @@ std::shared_ptr<Allocation> FindPinned(const void* p) {
   return a != nullptr && a->pinned ? a : nullptr;
 }
 
-CUresult DeviceAccess(const Context& ctx, uintptr_t addr, size_t len,
-                      size_t align, Access access,
-                      std::shared_ptr<Allocation>* hold) {
-  if (len == 0) return CUDA_SUCCESS;
-  if (addr % align != 0) return CUDA_ERROR_MISALIGNED_ADDRESS;
+Result DeviceAccess(const Context& ctx, uintptr_t addr, size_t len,
+                    size_t align, Access access,
+                    std::shared_ptr<Allocation>* hold) {
+  if (len == 0) return Result::kSuccess;
+  if (addr % align != 0) return Result::kMisalignedAddress;
   *hold = FindAllocation(ctx, addr, len, access);
   return *hold != nullptr && (*hold)->available.load()
-             ? CUDA_SUCCESS
-             : CUDA_ERROR_ILLEGAL_ADDRESS;
+             ? Result::kSuccess
+             : Result::kIllegalAddress;
 }
 
-CUresult KernelAccess(const Context& ctx, uintptr_t addr, size_t len,
-                      size_t align, std::shared_ptr<Allocation>* hold) {
-  const CUresult exact =
+Result KernelAccess(const Context& ctx, uintptr_t addr, size_t len,
+                    size_t align, std::shared_ptr<Allocation>* hold) {
+  const Result exact =
       DeviceAccess(ctx, addr, len, align, Access::kContext, hold);
-  if (exact != CUDA_ERROR_ILLEGAL_ADDRESS) return exact;
+  if (exact != Result::kIllegalAddress) return exact;
   hold->reset();
   const uint64_t page = GetConfig()->page_bytes;
-  if (page == 0 || addr + len < addr) return CUDA_ERROR_ILLEGAL_ADDRESS;
+  if (page == 0 || addr + len < addr) return Result::kIllegalAddress;
   Table& t = table();
   std::lock_guard<std::mutex> lock(t.mu);
   for (uintptr_t granule = addr / page * page; granule < addr + len;
@@ -185,10 +185,10 @@ CUresult KernelAccess(const Context& ctx, uintptr_t addr, size_t len,
       if (a.base + a.reserved <= granule) break;
       mapped = a.arena != nullptr && a.owner == &ctx && a.available.load();
     }
-    if (!mapped) return CUDA_ERROR_ILLEGAL_ADDRESS;
+    if (!mapped) return Result::kIllegalAddress;
     if (granule + page < granule) break;
   }
-  return CUDA_SUCCESS;
+  return Result::kSuccess;
 }
 
 void ReleaseMemory(const Context* ctx) {
@@ -208,29 +208,29 @@ void ReleaseMemory(const Context* ctx) {
 }
 
 // Device memory: host memory aligned to 256 bytes, counted against
-// FAKECUDA_MEMORY_BYTES per device (rounded up to 256 bytes).
-CUresult Fake_cuMemAlloc(CUdeviceptr* dptr, size_t bytesize) {
+// FAKEGPU_MEMORY_BYTES per device (rounded up to 256 bytes).
+Result MemAlloc(DevicePtr* dptr, size_t bytesize) {
   std::shared_ptr<Context> ctx;
-  if (CUresult r = CurrentContext(Sticky::kFail, &ctx); r != CUDA_SUCCESS) {
+  if (Result r = CurrentContext(Sticky::kFail, &ctx); r != Result::kSuccess) {
     return r;
   }
-  if (dptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (dptr == nullptr) return Result::kInvalidValue;
   uintptr_t base;
-  if (CUresult r =
+  if (Result r =
           Allocate(*ctx, bytesize, false, 0, GetConfig()->memory_bytes, &base);
-      r != CUDA_SUCCESS) {
+      r != Result::kSuccess) {
     return r;
   }
   *dptr = base;
-  return CUDA_SUCCESS;
+  return Result::kSuccess;
 }
 
-// As documented, cuMemFree synchronizes: it returns once all work enqueued
+// As documented, MemFree synchronizes: it returns once all work enqueued
 // on the context so far has finished (Config::sync_free). A stream parked
 // on a wait that nothing will satisfy makes it hang, as on a GPU.
-CUresult Fake_cuMemFree(CUdeviceptr dptr) {
+Result MemFree(DevicePtr dptr) {
   std::shared_ptr<Context> ctx;
-  if (CUresult r = CurrentContext(Sticky::kIgnore, &ctx); r != CUDA_SUCCESS) {
+  if (Result r = CurrentContext(Sticky::kIgnore, &ctx); r != Result::kSuccess) {
     return r;
   }
   if (GetConfig()->sync_free) DrainContext(*ctx);
@@ -240,81 +240,79 @@ CUresult Fake_cuMemFree(CUdeviceptr dptr) {
 // Stream-ordered allocation from the device's default pool: the address is
 // returned at once, but the memory is usable only by work ordered after
 // the allocation on `hStream` (earlier or unordered device access faults).
-CUresult Fake_cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize,
-                              CUstream hStream) {
+Result MemAllocAsync(DevicePtr* dptr, size_t bytesize, StreamHandle hStream) {
   std::shared_ptr<Stream> stream;
-  if (CUresult r = FindStreamForWork(hStream, false, &stream);
-      r != CUDA_SUCCESS) {
+  if (Result r = FindStreamForWork(hStream, false, &stream);
+      r != Result::kSuccess) {
     return r;
   }
-  if (dptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (dptr == nullptr) return Result::kInvalidValue;
   uintptr_t base;
-  if (CUresult r = Allocate(stream->ctx(), bytesize, false, 0,
-                            GetConfig()->memory_bytes, &base);
-      r != CUDA_SUCCESS) {
+  if (Result r = Allocate(stream->ctx(), bytesize, false, 0,
+                          GetConfig()->memory_bytes, &base);
+      r != Result::kSuccess) {
     return r;
   }
   std::shared_ptr<Allocation> a =
       FindAllocation(stream->ctx(), base, 1, Access::kContext);
   a->available.store(false);
-  if (CUresult r = EnqueueOp(*stream,
-                             [a](Stream&) {
-                               a->available.store(true);
-                               return CUDA_SUCCESS;
-                             });
-      r != CUDA_SUCCESS) {
+  if (Result r = EnqueueOp(*stream,
+                           [a](Stream&) {
+                             a->available.store(true);
+                             return Result::kSuccess;
+                           });
+      r != Result::kSuccess) {
     Free(base, false);
     return r;
   }
   *dptr = base;
-  return CUDA_SUCCESS;
+  return Result::kSuccess;
 }
 
 // Stream-ordered free: the memory goes when `hStream` reaches it, without
 // synchronizing anything; work that uses it later faults.
-CUresult Fake_cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
+Result MemFreeAsync(DevicePtr dptr, StreamHandle hStream) {
   std::shared_ptr<Stream> stream;
-  if (CUresult r = FindStreamForWork(hStream, false, &stream);
-      r != CUDA_SUCCESS) {
+  if (Result r = FindStreamForWork(hStream, false, &stream);
+      r != Result::kSuccess) {
     return r;
   }
   std::shared_ptr<Allocation> a =
       FindAllocation(stream->ctx(), dptr, 1, Access::kAny);
   if (a == nullptr || a->base != dptr || a->pinned) {
-    return CUDA_ERROR_INVALID_VALUE;
+    return Result::kInvalidValue;
   }
   return EnqueueOp(*stream, [dptr](Stream&) {
     Free(dptr, false);
-    return CUDA_SUCCESS;
+    return Result::kSuccess;
   });
 }
 
 // Pinned memory, page-aligned, not counted as device memory. It belongs to
 // the calling context (freed when that context is destroyed) and, with
 // unified addressing, is accessible to every context at the same address.
-CUresult Fake_cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) {
+Result MemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) {
   std::shared_ptr<Context> ctx;
-  if (CUresult r = CurrentContext(Sticky::kFail, &ctx); r != CUDA_SUCCESS) {
+  if (Result r = CurrentContext(Sticky::kFail, &ctx); r != Result::kSuccess) {
     return r;
   }
-  constexpr unsigned kKnown = CU_MEMHOSTALLOC_PORTABLE |
-                              CU_MEMHOSTALLOC_DEVICEMAP |
-                              CU_MEMHOSTALLOC_WRITECOMBINED;
-  if (pp == nullptr || (Flags & ~kKnown) != 0) return CUDA_ERROR_INVALID_VALUE;
+  constexpr unsigned kKnown =
+      kHostAllocPortable | kHostAllocDevicemap | kHostAllocWritecombined;
+  if (pp == nullptr || (Flags & ~kKnown) != 0) return Result::kInvalidValue;
   uintptr_t base;
-  if (CUresult r = Allocate(*ctx, bytesize, true, Flags,
-                            GetConfig()->memory_bytes, &base);
-      r != CUDA_SUCCESS) {
+  if (Result r = Allocate(*ctx, bytesize, true, Flags,
+                          GetConfig()->memory_bytes, &base);
+      r != Result::kSuccess) {
     return r;
   }
   *pp = reinterpret_cast<void*>(base);
-  return CUDA_SUCCESS;
+  return Result::kSuccess;
 }
 
-// Synchronizes the context, as cuMemFree does.
-CUresult Fake_cuMemFreeHost(void* p) {
+// Synchronizes the context, as MemFree does.
+Result MemFreeHost(void* p) {
   std::shared_ptr<Context> ctx;
-  if (CUresult r = CurrentContext(Sticky::kIgnore, &ctx); r != CUDA_SUCCESS) {
+  if (Result r = CurrentContext(Sticky::kIgnore, &ctx); r != Result::kSuccess) {
     return r;
   }
   if (GetConfig()->sync_free) DrainContext(*ctx);
@@ -322,67 +320,66 @@ CUresult Fake_cuMemFreeHost(void* p) {
 }
 
 // The device address is the host address. As documented, the memory must
-// come from cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP, and Flags be 0.
-CUresult Fake_cuMemHostGetDevicePointer(CUdeviceptr* pdptr, void* p,
-                                        unsigned int Flags) {
+// come from MemHostAlloc with kHostAllocDevicemap, and Flags be 0.
+Result MemHostGetDevicePointer(DevicePtr* pdptr, void* p, unsigned int Flags) {
   std::shared_ptr<Context> ctx;
-  if (CUresult r = CurrentContext(Sticky::kFail, &ctx); r != CUDA_SUCCESS) {
+  if (Result r = CurrentContext(Sticky::kFail, &ctx); r != Result::kSuccess) {
     return r;
   }
-  if (pdptr == nullptr || Flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (pdptr == nullptr || Flags != 0) return Result::kInvalidValue;
   std::shared_ptr<Allocation> a = FindPinned(p);
-  if (a == nullptr || (a->flags & CU_MEMHOSTALLOC_DEVICEMAP) == 0) {
-    return CUDA_ERROR_INVALID_VALUE;
+  if (a == nullptr || (a->flags & kHostAllocDevicemap) == 0) {
+    return Result::kInvalidValue;
   }
-  *pdptr = reinterpret_cast<CUdeviceptr>(p);
-  return CUDA_SUCCESS;
+  *pdptr = reinterpret_cast<DevicePtr>(p);
+  return Result::kSuccess;
 }
 
-CUresult Fake_cuMemGetInfo(size_t* free, size_t* total) {
+Result MemGetInfo(size_t* free, size_t* total) {
   std::shared_ptr<Context> ctx;
-  if (CUresult r = CurrentContext(Sticky::kFail, &ctx); r != CUDA_SUCCESS) {
+  if (Result r = CurrentContext(Sticky::kFail, &ctx); r != Result::kSuccess) {
     return r;
   }
-  if (free == nullptr || total == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (free == nullptr || total == nullptr) return Result::kInvalidValue;
   const uint64_t limit = GetConfig()->memory_bytes;
   Table& t = table();
   std::lock_guard<std::mutex> lock(t.mu);
   auto it = t.device_bytes.find(ctx.get());
   *free = limit - (it == t.device_bytes.end() ? 0 : it->second);
   *total = limit;
-  return CUDA_SUCCESS;
+  return Result::kSuccess;
 }
 
 // From pinned memory the copy reads the source when the stream runs it;
 // from pageable memory the source is staged at once, as CUDA does, so the
 // caller may reuse its buffer on return.
-CUresult Fake_cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n,
-                                CUstream hStream) {
+Result MemcpyHtoDAsync(DevicePtr dst, const void* src, size_t n,
+                       StreamHandle hStream) {
   std::shared_ptr<Stream> stream;
-  if (CUresult r = FindStreamForWork(hStream, false, &stream);
-      r != CUDA_SUCCESS)
+  if (Result r = FindStreamForWork(hStream, false, &stream);
+      r != Result::kSuccess)
     return r;
-  if (n == 0) return CUDA_SUCCESS;
+  if (n == 0) return Result::kSuccess;
   const auto from = reinterpret_cast<uintptr_t>(src);
   if (src == nullptr || !Valid(*stream, dst, n)) {
-    return CUDA_ERROR_INVALID_VALUE;
+    return Result::kInvalidValue;
   }
   std::shared_ptr<std::vector<char>> staged;
   if (!Pinned(*stream, from, n)) {
     const char* bytes = static_cast<const char*>(src);
     staged = std::make_shared<std::vector<char>>(bytes, bytes + n);
   }
-  return EnqueueOp(*stream, [dst, from, n, staged](Stream& s) -> CUresult {
+  return EnqueueOp(*stream, [dst, from, n, staged](Stream& s) -> Result {
     std::shared_ptr<Allocation> to_hold;
     std::shared_ptr<Allocation> from_hold;
-    if (CUresult r = DeviceAccess(s.ctx(), dst, n, 1, Access::kAny, &to_hold);
-        r != CUDA_SUCCESS) {
+    if (Result r = DeviceAccess(s.ctx(), dst, n, 1, Access::kAny, &to_hold);
+        r != Result::kSuccess) {
       return r;
     }
     if (staged == nullptr) {
-      if (CUresult r =
+      if (Result r =
               DeviceAccess(s.ctx(), from, n, 1, Access::kAny, &from_hold);
-          r != CUDA_SUCCESS) {
+          r != Result::kSuccess) {
         return r;
       }
     }
@@ -390,100 +387,100 @@ CUresult Fake_cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n,
                  staged != nullptr ? staged->data()
                                    : reinterpret_cast<const void*>(from),
                  n);
-    return CUDA_SUCCESS;
+    return Result::kSuccess;
   });
 }
 
 // To pinned memory the copy is asynchronous; to pageable memory the call
 // returns only once the copy has completed, as CUDA documents.
-CUresult Fake_cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t n,
-                                CUstream hStream) {
+Result MemcpyDtoHAsync(void* dst, DevicePtr src, size_t n,
+                       StreamHandle hStream) {
   std::shared_ptr<Stream> stream;
-  if (CUresult r = FindStreamForWork(hStream, false, &stream);
-      r != CUDA_SUCCESS)
+  if (Result r = FindStreamForWork(hStream, false, &stream);
+      r != Result::kSuccess)
     return r;
-  if (n == 0) return CUDA_SUCCESS;
+  if (n == 0) return Result::kSuccess;
   const auto to = reinterpret_cast<uintptr_t>(dst);
   if (dst == nullptr || !Valid(*stream, src, n)) {
-    return CUDA_ERROR_INVALID_VALUE;
+    return Result::kInvalidValue;
   }
   const bool pinned = Pinned(*stream, to, n);
   uint64_t ticket;
-  if (CUresult r = EnqueueOp(
+  if (Result r = EnqueueOp(
           *stream,
-          [to, src, n, pinned](Stream& s) -> CUresult {
+          [to, src, n, pinned](Stream& s) -> Result {
             std::shared_ptr<Allocation> to_hold;
             std::shared_ptr<Allocation> from_hold;
-            if (CUresult r =
+            if (Result r =
                     DeviceAccess(s.ctx(), src, n, 1, Access::kAny, &from_hold);
-                r != CUDA_SUCCESS) {
+                r != Result::kSuccess) {
               return r;
             }
             if (pinned) {
-              if (CUresult r =
+              if (Result r =
                       DeviceAccess(s.ctx(), to, n, 1, Access::kAny, &to_hold);
-                  r != CUDA_SUCCESS) {
+                  r != Result::kSuccess) {
                 return r;
               }
             }
             std::memmove(reinterpret_cast<void*>(to),
                          reinterpret_cast<const void*>(src), n);
-            return CUDA_SUCCESS;
+            return Result::kSuccess;
           },
           &ticket);
-      r != CUDA_SUCCESS) {
+      r != Result::kSuccess) {
     return r;
   }
-  return pinned ? CUDA_SUCCESS : WaitForTicket(*stream, ticket);
+  return pinned ? Result::kSuccess : WaitForTicket(*stream, ticket);
 }
 
-CUresult Fake_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n,
-                                CUstream hStream) {
+Result MemcpyDtoDAsync(DevicePtr dst, DevicePtr src, size_t n,
+                       StreamHandle hStream) {
   std::shared_ptr<Stream> stream;
-  if (CUresult r = FindStreamForWork(hStream, false, &stream);
-      r != CUDA_SUCCESS)
+  if (Result r = FindStreamForWork(hStream, false, &stream);
+      r != Result::kSuccess)
     return r;
-  if (n == 0) return CUDA_SUCCESS;
+  if (n == 0) return Result::kSuccess;
   if (!Valid(*stream, dst, n) || !Valid(*stream, src, n)) {
-    return CUDA_ERROR_INVALID_VALUE;
+    return Result::kInvalidValue;
   }
-  return EnqueueOp(*stream, [dst, src, n](Stream& s) -> CUresult {
+  return EnqueueOp(*stream, [dst, src, n](Stream& s) -> Result {
     std::shared_ptr<Allocation> to_hold;
     std::shared_ptr<Allocation> from_hold;
-    if (CUresult r = DeviceAccess(s.ctx(), dst, n, 1, Access::kAny, &to_hold);
-        r != CUDA_SUCCESS) {
+    if (Result r = DeviceAccess(s.ctx(), dst, n, 1, Access::kAny, &to_hold);
+        r != Result::kSuccess) {
       return r;
     }
-    if (CUresult r = DeviceAccess(s.ctx(), src, n, 1, Access::kAny, &from_hold);
-        r != CUDA_SUCCESS) {
+    if (Result r = DeviceAccess(s.ctx(), src, n, 1, Access::kAny, &from_hold);
+        r != Result::kSuccess) {
       return r;
     }
     std::memmove(reinterpret_cast<void*>(dst),
                  reinterpret_cast<const void*>(src), n);
-    return CUDA_SUCCESS;
+    return Result::kSuccess;
   });
 }
 
 // Sets N 32-bit words; dst must be 4-byte aligned.
-CUresult Fake_cuMemsetD32Async(CUdeviceptr dst, unsigned int ui, size_t N,
-                               CUstream hStream) {
+Result MemsetD32Async(DevicePtr dst, unsigned int ui, size_t N,
+                      StreamHandle hStream) {
   std::shared_ptr<Stream> stream;
-  if (CUresult r = FindStreamForWork(hStream, false, &stream);
-      r != CUDA_SUCCESS)
+  if (Result r = FindStreamForWork(hStream, false, &stream);
+      r != Result::kSuccess)
     return r;
-  if (dst % 4 != 0 || N > SIZE_MAX / 4) return CUDA_ERROR_INVALID_VALUE;
-  if (N == 0) return CUDA_SUCCESS;
-  if (!Valid(*stream, dst, 4 * N)) return CUDA_ERROR_INVALID_VALUE;
-  return EnqueueOp(*stream, [dst, ui, N](Stream& s) -> CUresult {
+  if (dst % 4 != 0 || N > SIZE_MAX / 4) return Result::kInvalidValue;
+  if (N == 0) return Result::kSuccess;
+  if (!Valid(*stream, dst, 4 * N)) return Result::kInvalidValue;
+  return EnqueueOp(*stream, [dst, ui, N](Stream& s) -> Result {
     std::shared_ptr<Allocation> hold;
-    if (CUresult r = DeviceAccess(s.ctx(), dst, 4 * N, 4, Access::kAny, &hold);
-        r != CUDA_SUCCESS) {
+    if (Result r = DeviceAccess(s.ctx(), dst, 4 * N, 4, Access::kAny, &hold);
+        r != Result::kSuccess) {
       return r;
     }
     auto* words = reinterpret_cast<uint32_t*>(dst);
     for (size_t i = 0; i < N; ++i) words[i] = ui;
-    return CUDA_SUCCESS;
+    return Result::kSuccess;
   });
 }
 
-}  // namespace fakecuda
+}  // namespace fakegpu

@@ -1,8 +1,8 @@
-// Primary contexts of the fake CUDA driver: one per device, retained and
+// Primary contexts of the emulated GPU: one per device, retained and
 // released with a reference count, reset (destroyed, to be re-created by
-// the next retain) by cuDevicePrimaryCtxReset or the last release. A thread
-// uses a context only after cuCtxSetCurrent on that thread.
-#include "tests/fake_cuda/fake_context.h"
+// the next retain) by DevicePrimaryCtxReset or the last release. A thread
+// uses a context only after CtxSetCurrent on that thread.
+#include "tests/fake_gpu/fake_context.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -13,13 +13,13 @@
 #include <utility>
 #include <vector>
 
-#include "tests/fake_cuda/fake_api.h"
-#include "tests/fake_cuda/fake_callbacks.h"
-#include "tests/fake_cuda/fake_progress.h"
-#include "tests/fake_cuda/fake_registry.h"
-#include "tests/fake_cuda/fake_stream.h"
+#include "tests/fake_gpu/fake_callbacks.h"
+#include "tests/fake_gpu/fake_gpu.h"
+#include "tests/fake_gpu/fake_progress.h"
+#include "tests/fake_gpu/fake_registry.h"
+#include "tests/fake_gpu/fake_stream.h"
 
-namespace fakecuda {
+namespace fakegpu {
 namespace {
 
 struct Primary {
@@ -28,7 +28,7 @@ struct Primary {
   // A sticky error that a reset did not clear (Config::reset_clears_sticky
   // off): every later context of the device starts with it, since the
   // driver only promises recovery to a new process.
-  CUresult lost = CUDA_SUCCESS;
+  Result lost = Result::kSuccess;
 };
 
 // All contexts; never destroyed (workers may outlive static destructors).
@@ -44,21 +44,21 @@ Contexts& contexts() {
   return *c;
 }
 
-// The calling thread's current context handle (cuCtxSetCurrent), or 0.
+// The calling thread's current context handle (CtxSetCurrent), or 0.
 thread_local uintptr_t t_current = 0;
 
-// Looks up a context handle: CUDA_ERROR_CONTEXT_IS_DESTROYED for one that
-// was destroyed, CUDA_ERROR_INVALID_CONTEXT for anything else unknown.
-CUresult FindContext(uintptr_t handle, std::shared_ptr<Context>* ctx) {
+// Looks up a context handle: Result::kContextIsDestroyed for one that
+// was destroyed, Result::kInvalidContext for anything else unknown.
+Result FindContext(uintptr_t handle, std::shared_ptr<Context>* ctx) {
   Contexts& c = contexts();
   std::lock_guard<std::mutex> lock(c.mu);
   auto it = c.live.find(handle);
   if (it != c.live.end()) {
     *ctx = it->second;
-    return CUDA_SUCCESS;
+    return Result::kSuccess;
   }
-  return c.destroyed.count(handle) != 0 ? CUDA_ERROR_CONTEXT_IS_DESTROYED
-                                        : CUDA_ERROR_INVALID_CONTEXT;
+  return c.destroyed.count(handle) != 0 ? Result::kContextIsDestroyed
+                                        : Result::kInvalidContext;
 }
 
 // Takes the active context of `primary` out of the tables; the caller
@@ -74,10 +74,10 @@ std::shared_ptr<Context> Deactivate(Contexts& c, Primary& primary) {
 }
 
 // Waits for all work enqueued so far on every stream of `ctx`.
-CUresult SynchronizeContext(Context& ctx) {
+Result SynchronizeContext(Context& ctx) {
   for (const std::shared_ptr<Stream>& stream : ctx.Streams()) {
-    const CUresult r = WaitForTicket(*stream, stream->LastTicket());
-    if (r != CUDA_SUCCESS) return r;
+    const Result r = WaitForTicket(*stream, stream->LastTicket());
+    if (r != Result::kSuccess) return r;
   }
   return CheckUsable(ctx);
 }
@@ -94,7 +94,7 @@ void DrainContext(Context& ctx) {
   for (auto& [stream, ticket] : tickets) WaitForTicket(*stream, ticket);
 }
 
-void Context::Fault(CUresult error) {
+void Context::Fault(Result error) {
   if (GetSkin().fault_aborts) {
     std::fprintf(stderr,
                  "%s: device work faulted (error %d): a queue error aborts "
@@ -103,7 +103,7 @@ void Context::Fault(CUresult error) {
     std::fflush(stderr);
     std::abort();
   }
-  CUresult expected = CUDA_SUCCESS;
+  Result expected = Result::kSuccess;
   if (!sticky_.compare_exchange_strong(expected, error,
                                        std::memory_order_acq_rel)) {
     return;  // the first fault wins
@@ -112,11 +112,11 @@ void Context::Fault(CUresult error) {
   Progress::Notify();
 }
 
-CUresult Context::AddStream(std::shared_ptr<Stream> stream) {
+Result Context::AddStream(std::shared_ptr<Stream> stream) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (destroyed()) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  if (destroyed()) return Result::kContextIsDestroyed;
   streams_.push_back(std::move(stream));
-  return CUDA_SUCCESS;
+  return Result::kSuccess;
 }
 
 Context::Context(int device, uintptr_t handle)
@@ -184,123 +184,128 @@ void Context::Destroy() {
   ReleaseEvents(this);
   ReleaseModules(this);
   ReleaseMemory(this);
-  Progress::Notify();  // wakes cuEventSynchronize waiters of this context
+  Progress::Notify();  // wakes EventSynchronize waiters of this context
 }
 
-CUresult CurrentContext(Sticky sticky, std::shared_ptr<Context>* ctx) {
-  if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-  if (t_current == 0) return CUDA_ERROR_INVALID_CONTEXT;
-  if (CUresult r = FindContext(t_current, ctx); r != CUDA_SUCCESS) {
-    return r == CUDA_ERROR_INVALID_CONTEXT ? CUDA_ERROR_CONTEXT_IS_DESTROYED
-                                           : r;
+Result CurrentContext(Sticky sticky, std::shared_ptr<Context>* ctx) {
+  if (Result r = CheckInit(); r != Result::kSuccess) return r;
+  if (t_current == 0) return Result::kInvalidContext;
+  if (Result r = FindContext(t_current, ctx); r != Result::kSuccess) {
+    return r == Result::kInvalidContext ? Result::kContextIsDestroyed : r;
   }
-  return sticky == Sticky::kFail ? (*ctx)->sticky() : CUDA_SUCCESS;
+  return sticky == Sticky::kFail ? (*ctx)->sticky() : Result::kSuccess;
 }
 
-CUresult CheckUsable(const Context& ctx) {
-  if (ctx.destroyed()) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+Result CheckUsable(const Context& ctx) {
+  if (ctx.destroyed()) return Result::kContextIsDestroyed;
   return ctx.sticky();
 }
 
-CUresult Fake_cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
-  if (CUresult r = CheckDevice(dev); r != CUDA_SUCCESS) return r;
-  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+Result DevicePrimaryCtxRetain(ContextHandle* pctx, int dev) {
+  if (Result r = CheckDevice(dev); r != Result::kSuccess) return r;
+  if (pctx == nullptr) return Result::kInvalidValue;
   Contexts& c = contexts();
   std::lock_guard<std::mutex> lock(c.mu);
   Primary& primary = c.primary[dev];
   if (primary.ctx == nullptr) {
     primary.ctx = std::make_shared<Context>(dev, NewHandle());
     c.live.emplace(HandleValue(primary.ctx->handle()), primary.ctx);
-    if (primary.lost != CUDA_SUCCESS) primary.ctx->Fault(primary.lost);
+    if (primary.lost != Result::kSuccess) primary.ctx->Fault(primary.lost);
   }
   ++primary.refcount;
   *pctx = primary.ctx->handle();
-  return CUDA_SUCCESS;
+  return Result::kSuccess;
 }
 
 // Dropping the last reference destroys the context, as in CUDA.
-CUresult Fake_cuDevicePrimaryCtxRelease(CUdevice dev) {
-  if (CUresult r = CheckDevice(dev); r != CUDA_SUCCESS) return r;
+Result DevicePrimaryCtxRelease(int dev) {
+  if (Result r = CheckDevice(dev); r != Result::kSuccess) return r;
   Contexts& c = contexts();
   std::shared_ptr<Context> ctx;
   {
     std::lock_guard<std::mutex> lock(c.mu);
     Primary& primary = c.primary[dev];
-    if (primary.refcount == 0) return CUDA_ERROR_INVALID_CONTEXT;
+    if (primary.refcount == 0) return Result::kInvalidContext;
     if (--primary.refcount == 0) ctx = Deactivate(c, primary);
   }
   if (ctx != nullptr) ctx->Destroy();
-  return CUDA_SUCCESS;
+  return Result::kSuccess;
 }
 
 // Destroys the active context (if any); its handle stays invalid and the
 // next retain creates a new context. The reference count is kept. A sticky
 // error survives into the new context unless Config::reset_clears_sticky.
-CUresult Fake_cuDevicePrimaryCtxReset(CUdevice dev) {
-  if (CUresult r = CheckDevice(dev); r != CUDA_SUCCESS) return r;
+Result DevicePrimaryCtxReset(int dev) {
+  if (Result r = CheckDevice(dev); r != Result::kSuccess) return r;
   Contexts& c = contexts();
   std::shared_ptr<Context> ctx;
   {
     std::lock_guard<std::mutex> lock(c.mu);
     Primary& primary = c.primary[dev];
     ctx = Deactivate(c, primary);
-    if (ctx != nullptr && ctx->sticky() != CUDA_SUCCESS &&
+    if (ctx != nullptr && ctx->sticky() != Result::kSuccess &&
         !GetConfig()->reset_clears_sticky) {
       primary.lost = ctx->sticky();
     }
   }
   if (ctx != nullptr) ctx->Destroy();
-  return CUDA_SUCCESS;
+  return Result::kSuccess;
 }
 
-CUresult Fake_cuCtxSetCurrent(CUcontext handle) {
-  if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
+Result CtxSetCurrent(ContextHandle handle) {
+  if (Result r = CheckInit(); r != Result::kSuccess) return r;
   if (handle != nullptr) {
     std::shared_ptr<Context> ctx;
-    if (CUresult r = FindContext(HandleValue(handle), &ctx);
-        r != CUDA_SUCCESS) {
+    if (Result r = FindContext(HandleValue(handle), &ctx);
+        r != Result::kSuccess) {
       return r;
     }
   }
   t_current = HandleValue(handle);
-  return CUDA_SUCCESS;
+  return Result::kSuccess;
 }
 
-CUresult Fake_cuCtxGetCurrent(CUcontext* pctx) {
-  if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *pctx = ToHandle<CUcontext>(t_current);
-  return CUDA_SUCCESS;
+Result CtxGetCurrent(ContextHandle* pctx) {
+  if (Result r = CheckInit(); r != Result::kSuccess) return r;
+  if (pctx == nullptr) return Result::kInvalidValue;
+  *pctx = ToHandle<ContextHandle>(t_current);
+  return Result::kSuccess;
 }
 
-CUresult Fake_cuCtxSynchronize() {
+Result CtxCheckCurrent() {
   std::shared_ptr<Context> ctx;
-  if (CUresult r = CurrentContext(Sticky::kFail, &ctx); r != CUDA_SUCCESS) {
+  return CurrentContext(Sticky::kFail, &ctx);
+}
+
+Result CtxSynchronize() {
+  std::shared_ptr<Context> ctx;
+  if (Result r = CurrentContext(Sticky::kFail, &ctx); r != Result::kSuccess) {
     return r;
   }
   return SynchronizeContext(*ctx);
 }
 
-CUresult Fake_cuCtxSynchronize_v2(CUcontext handle) {
-  if (handle == nullptr) return Fake_cuCtxSynchronize();
-  if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
+Result ContextSynchronize(ContextHandle handle) {
+  if (handle == nullptr) return CtxSynchronize();
+  if (Result r = CheckInit(); r != Result::kSuccess) return r;
   std::shared_ptr<Context> ctx;
-  if (CUresult r = FindContext(HandleValue(handle), &ctx); r != CUDA_SUCCESS) {
+  if (Result r = FindContext(HandleValue(handle), &ctx);
+      r != Result::kSuccess) {
     return r;
   }
-  if (CUresult r = CheckUsable(*ctx); r != CUDA_SUCCESS) return r;
+  if (Result r = CheckUsable(*ctx); r != Result::kSuccess) return r;
   return SynchronizeContext(*ctx);
 }
 
 // Priorities: 0 (least, the default) down to -5 (greatest).
-CUresult Fake_cuCtxGetStreamPriorityRange(int* least, int* greatest) {
+Result CtxGetStreamPriorityRange(int* least, int* greatest) {
   std::shared_ptr<Context> ctx;
-  if (CUresult r = CurrentContext(Sticky::kFail, &ctx); r != CUDA_SUCCESS) {
+  if (Result r = CurrentContext(Sticky::kFail, &ctx); r != Result::kSuccess) {
     return r;
   }
   if (least != nullptr) *least = 0;
   if (greatest != nullptr) *greatest = -5;
-  return CUDA_SUCCESS;
+  return Result::kSuccess;
 }
 
-}  // namespace fakecuda
+}  // namespace fakegpu

@@ -3,7 +3,7 @@
 // nothing, so a launch touches min(n, grid.x * block.x) elements. Every
 // range is checked against the context's live allocations (its device
 // memory and pinned memory) before it is touched.
-#include "tests/fake_cuda/fake_kernels.h"
+#include "tests/fake_gpu/fake_kernels.h"
 
 #include <algorithm>
 #include <atomic>
@@ -11,11 +11,11 @@
 #include <cstring>
 #include <memory>
 
-#include "tests/fake_cuda/fake_memory.h"
-#include "tests/fake_cuda/fake_progress.h"
-#include "tests/fake_cuda/fake_stream.h"
+#include "tests/fake_gpu/fake_memory.h"
+#include "tests/fake_gpu/fake_progress.h"
+#include "tests/fake_gpu/fake_stream.h"
 
-namespace fakecuda {
+namespace fakegpu {
 namespace {
 
 template <class T>
@@ -26,34 +26,34 @@ T Arg(const unsigned char* args, size_t offset) {
 }
 
 // An access to `count` elements of T at `addr`, checked as a GPU checks it
-// (KernelAccess: page-granular): CUDA_SUCCESS, holding the allocation in
+// (KernelAccess: page-granular): Result::kSuccess, holding the allocation in
 // *hold where the access lies in one, or the fault.
 template <class T>
-CUresult Elements(Stream& stream, uint64_t addr, uint64_t count,
-                  std::shared_ptr<Allocation>* hold) {
-  if (count > SIZE_MAX / sizeof(T)) return CUDA_ERROR_ILLEGAL_ADDRESS;
+Result Elements(Stream& stream, uint64_t addr, uint64_t count,
+                std::shared_ptr<Allocation>* hold) {
+  if (count > SIZE_MAX / sizeof(T)) return Result::kIllegalAddress;
   return KernelAccess(stream.ctx(), addr, count * sizeof(T), alignof(T), hold);
 }
 
 // fill_u32(uint32_t* out, uint32_t value, uint64_t n): out[i] = value.
-CUresult FillU32(Stream& stream, const unsigned char* args, uint64_t threads) {
+Result FillU32(Stream& stream, const unsigned char* args, uint64_t threads) {
   const auto out = Arg<uint64_t>(args, 0);
   const auto value = Arg<uint32_t>(args, 8);
   const uint64_t n = std::min(Arg<uint64_t>(args, 16), threads);
   std::shared_ptr<Allocation> hold;
-  if (CUresult r = Elements<uint32_t>(stream, out, n, &hold);
-      r != CUDA_SUCCESS) {
+  if (Result r = Elements<uint32_t>(stream, out, n, &hold);
+      r != Result::kSuccess) {
     return r;
   }
   auto* p = reinterpret_cast<uint32_t*>(out);
   std::fill(p, p + n, value);
-  return CUDA_SUCCESS;
+  return Result::kSuccess;
 }
 
 // vector_add_f32(const float* a, const float* b, float* c, uint64_t n):
 // c[i] = a[i] + b[i].
-CUresult VectorAddF32(Stream& stream, const unsigned char* args,
-                      uint64_t threads) {
+Result VectorAddF32(Stream& stream, const unsigned char* args,
+                    uint64_t threads) {
   const auto a = Arg<uint64_t>(args, 0);
   const auto b = Arg<uint64_t>(args, 8);
   const auto c = Arg<uint64_t>(args, 16);
@@ -61,8 +61,8 @@ CUresult VectorAddF32(Stream& stream, const unsigned char* args,
   std::shared_ptr<Allocation> holds[3];
   const uint64_t ptrs[3] = {a, b, c};
   for (int k = 0; k < 3; ++k) {
-    if (CUresult r = Elements<float>(stream, ptrs[k], n, &holds[k]);
-        r != CUDA_SUCCESS) {
+    if (Result r = Elements<float>(stream, ptrs[k], n, &holds[k]);
+        r != Result::kSuccess) {
       return r;
     }
   }
@@ -70,64 +70,68 @@ CUresult VectorAddF32(Stream& stream, const unsigned char* args,
   const auto* pb = reinterpret_cast<const float*>(b);
   auto* pc = reinterpret_cast<float*>(c);
   for (uint64_t i = 0; i < n; ++i) pc[i] = pa[i] + pb[i];
-  return CUDA_SUCCESS;
+  return Result::kSuccess;
 }
 
 // saxpy_f32(float alpha, const float* x, float* y, uint64_t n):
 // y[i] = alpha * x[i] + y[i].
-CUresult SaxpyF32(Stream& stream, const unsigned char* args, uint64_t threads) {
+Result SaxpyF32(Stream& stream, const unsigned char* args, uint64_t threads) {
   const auto alpha = Arg<float>(args, 0);
   const auto x = Arg<uint64_t>(args, 8);
   const auto y = Arg<uint64_t>(args, 16);
   const uint64_t n = std::min(Arg<uint64_t>(args, 24), threads);
   std::shared_ptr<Allocation> x_hold;
   std::shared_ptr<Allocation> y_hold;
-  if (CUresult r = Elements<float>(stream, x, n, &x_hold); r != CUDA_SUCCESS) {
+  if (Result r = Elements<float>(stream, x, n, &x_hold);
+      r != Result::kSuccess) {
     return r;
   }
-  if (CUresult r = Elements<float>(stream, y, n, &y_hold); r != CUDA_SUCCESS) {
+  if (Result r = Elements<float>(stream, y, n, &y_hold);
+      r != Result::kSuccess) {
     return r;
   }
   const auto* px = reinterpret_cast<const float*>(x);
   auto* py = reinterpret_cast<float*>(y);
   for (uint64_t i = 0; i < n; ++i) py[i] = alpha * px[i] + py[i];
-  return CUDA_SUCCESS;
+  return Result::kSuccess;
 }
 
 // add_u64(unsigned long long* counter, uint64_t value): element 0 adds
 // value to counter[0], atomically (launches on other streams may race).
-CUresult AddU64(Stream& stream, const unsigned char* args, uint64_t threads) {
+Result AddU64(Stream& stream, const unsigned char* args, uint64_t threads) {
   const auto counter = Arg<uint64_t>(args, 0);
   const auto value = Arg<uint64_t>(args, 8);
-  if (threads == 0) return CUDA_SUCCESS;
+  if (threads == 0) return Result::kSuccess;
   std::shared_ptr<Allocation> hold;
-  if (CUresult r = Elements<uint64_t>(stream, counter, 1, &hold);
-      r != CUDA_SUCCESS) {
+  if (Result r = Elements<uint64_t>(stream, counter, 1, &hold);
+      r != Result::kSuccess) {
     return r;
   }
   std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(counter))
       .fetch_add(value, std::memory_order_acq_rel);
-  return CUDA_SUCCESS;
+  return Result::kSuccess;
 }
 
 // spin_ns(uint64_t nanoseconds): the kernel runs that long. The twin
 // sleeps (waking early if the stream is stopped or the context faults)
 // instead of burning a core.
-CUresult SpinNs(Stream& stream, const unsigned char* args, uint64_t threads) {
+Result SpinNs(Stream& stream, const unsigned char* args, uint64_t threads) {
   const uint64_t ns = std::min(Arg<uint64_t>(args, 0), uint64_t{1} << 62);
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::nanoseconds(static_cast<int64_t>(ns));
   Progress::WaitUntil([&] { return stream.Interrupted(); }, deadline);
-  return CUDA_SUCCESS;
+  return Result::kSuccess;
 }
 
 // noop(): nothing.
-CUresult Noop(Stream&, const unsigned char*, uint64_t) { return CUDA_SUCCESS; }
+Result Noop(Stream&, const unsigned char*, uint64_t) {
+  return Result::kSuccess;
+}
 
 // trap(): a device trap, which the driver reports as a launch failure that
 // poisons the context.
-CUresult Trap(Stream&, const unsigned char*, uint64_t) {
-  return CUDA_ERROR_LAUNCH_FAILED;
+Result Trap(Stream&, const unsigned char*, uint64_t) {
+  return Result::kLaunchFailed;
 }
 
 constexpr Twin kTwins[] = {
@@ -161,4 +165,4 @@ size_t ArgsSize(const Twin& twin) {
   return last.offset + last.size;
 }
 
-}  // namespace fakecuda
+}  // namespace fakegpu

@@ -1,9 +1,7 @@
-// Streams of the fake CUDA driver: an in-order queue of operations run by
+// Streams of the emulated GPU: an in-order queue of operations run by
 // one worker thread per stream, as a GPU runs a stream's work.
-#ifndef TESTS_FAKE_CUDA_FAKE_STREAM_H_
-#define TESTS_FAKE_CUDA_FAKE_STREAM_H_
-
-#include <cuda.h>
+#ifndef TESTS_FAKE_GPU_FAKE_STREAM_H_
+#define TESTS_FAKE_GPU_FAKE_STREAM_H_
 
 #include <atomic>
 #include <condition_variable>
@@ -15,21 +13,22 @@
 #include <set>
 #include <thread>
 
-#include "tests/fake_cuda/fake_context.h"
+#include "tests/fake_gpu/fake_context.h"
+#include "tests/fake_gpu/fake_gpu.h"
 
-namespace fakecuda {
+namespace fakegpu {
 
 class Stream;
 
 // One unit of stream work, run on the stream's worker once everything
-// enqueued before it has completed. Returns CUDA_SUCCESS, or the error that
-// faults the context (CUDA_ERROR_ILLEGAL_ADDRESS, ...). An operation that
-// waits must return early (CUDA_SUCCESS) once stream.Interrupted().
-using Op = std::function<CUresult(Stream& stream)>;
+// enqueued before it has completed. Returns Result::kSuccess, or the error that
+// faults the context (Result::kIllegalAddress, ...). An operation that
+// waits must return early (Result::kSuccess) once stream.Interrupted().
+using Op = std::function<Result(Stream& stream)>;
 
 // One hardware queue (CUDA_DEVICE_MAX_CONNECTIONS): the work of every
 // stream mapped onto it starts in the order it was enqueued, so an
-// operation that does not finish (an unsatisfied cuStreamWaitValue64, an
+// operation that does not finish (an unsatisfied StreamWaitValue64, an
 // event wait, a long kernel) holds up every later one on it, whichever
 // stream it came from, as on a GPU. Positions are taken under the stream's
 // mutex at enqueue (so a stream's own order is kept) and given back when
@@ -76,11 +75,11 @@ class Stream {
   // the context has a sticky error. Pending work will never complete.
   bool Interrupted() const {
     return stopped_.load(std::memory_order_acquire) ||
-           ctx_->sticky() != CUDA_SUCCESS;
+           ctx_->sticky() != Result::kSuccess;
   }
   bool stopped() const { return stopped_.load(std::memory_order_acquire); }
 
-  // cuStreamDestroy: refuses new work; the worker exits once it has
+  // StreamDestroy: refuses new work; the worker exits once it has
   // drained the queue (as CUDA releases a stream when its work is done).
   void Retire();
   // Whether the worker thread has exited (after Retire or Stop).
@@ -120,25 +119,25 @@ class Stream {
 
 // Looks up a stream for an entry point that works on any context's stream
 // (query, synchronize, destroy): after CurrentContext(Sticky::kIgnore),
-// CUDA_ERROR_INVALID_HANDLE for an unknown, destroyed or NULL stream (the
+// Result::kInvalidHandle for an unknown, destroyed or NULL stream (the
 // fake has no legacy default stream).
-CUresult FindStream(CUstream handle, std::shared_ptr<Stream>* stream);
+Result FindStream(StreamHandle handle, std::shared_ptr<Stream>* stream);
 
 // Looks up a stream to enqueue work on: FindStream, then the sticky error
-// of the stream's context; with `same_context`, CUDA_ERROR_INVALID_HANDLE
+// of the stream's context; with `same_context`, Result::kInvalidHandle
 // unless the stream belongs to the calling thread's current context (as
 // CUDA requires for kernel launches).
-CUresult FindStreamForWork(CUstream handle, bool same_context,
-                           std::shared_ptr<Stream>* stream);
+Result FindStreamForWork(StreamHandle handle, bool same_context,
+                         std::shared_ptr<Stream>* stream);
 
-// Enqueues `op` on `stream`: CUDA_SUCCESS, or CUDA_ERROR_INVALID_HANDLE if
+// Enqueues `op` on `stream`: Result::kSuccess, or Result::kInvalidHandle if
 // the stream was destroyed meanwhile. Sets *ticket when not null.
-CUresult EnqueueOp(Stream& stream, Op op, uint64_t* ticket = nullptr);
+Result EnqueueOp(Stream& stream, Op op, uint64_t* ticket = nullptr);
 
-// Blocks until the operation `ticket` of `stream` completed: CUDA_SUCCESS,
-// the context's sticky error, or CUDA_ERROR_CONTEXT_IS_DESTROYED.
-CUresult WaitForTicket(Stream& stream, uint64_t ticket);
+// Blocks until the operation `ticket` of `stream` completed: Result::kSuccess,
+// the context's sticky error, or Result::kContextIsDestroyed.
+Result WaitForTicket(Stream& stream, uint64_t ticket);
 
-}  // namespace fakecuda
+}  // namespace fakegpu
 
-#endif  // TESTS_FAKE_CUDA_FAKE_STREAM_H_
+#endif  // TESTS_FAKE_GPU_FAKE_STREAM_H_

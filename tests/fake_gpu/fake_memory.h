@@ -1,25 +1,24 @@
-// Memory of the fake CUDA driver: "device" memory (cuMemAlloc) and pinned
-// host memory (cuMemHostAlloc) are host allocations, and a CUdeviceptr is
+// Memory of the emulated GPU: "device" memory (MemAlloc) and pinned
+// host memory (MemHostAlloc) are host allocations, and a DevicePtr is
 // the host address (unified addressing). One process-wide table of live
 // allocations bounds-checks every access that emulated device work makes.
-#ifndef TESTS_FAKE_CUDA_FAKE_MEMORY_H_
-#define TESTS_FAKE_CUDA_FAKE_MEMORY_H_
-
-#include <cuda.h>
+#ifndef TESTS_FAKE_GPU_FAKE_MEMORY_H_
+#define TESTS_FAKE_GPU_FAKE_MEMORY_H_
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 
-#include "tests/fake_cuda/fake_arena.h"
-#include "tests/fake_cuda/fake_context.h"
+#include "tests/fake_gpu/fake_arena.h"
+#include "tests/fake_gpu/fake_context.h"
+#include "tests/fake_gpu/fake_gpu.h"
 
-namespace fakecuda {
+namespace fakegpu {
 
 // One allocation. Its storage is freed when the last holder drops it, so
 // device work that holds it while accessing it can never touch freed
-// memory; `live` turns false when cuMemFree/cuMemFreeHost or context
+// memory; `live` turns false when MemFree/MemFreeHost or context
 // destruction removes it from the table.
 struct Allocation {
   Allocation(uintptr_t base, size_t size, size_t reserved, bool pinned,
@@ -37,11 +36,11 @@ struct Allocation {
   const uintptr_t base;
   const size_t size;           // as requested: accesses beyond it fault
   const size_t reserved;       // rounded up to the alignment; counted in use
-  const bool pinned;           // from cuMemHostAlloc
-  const unsigned flags;        // cuMemHostAlloc's flags
+  const bool pinned;           // from MemHostAlloc
+  const unsigned flags;        // MemHostAlloc's flags
   const Context* const owner;  // identity only; never dereferenced
   std::atomic<bool> live{true};
-  // False from cuMemAllocAsync until its stream reaches the allocation:
+  // False from MemAllocAsync until its stream reaches the allocation:
   // device work that touches it before then faults (stream order is the
   // only thing that makes pool memory usable).
   std::atomic<bool> available{true};
@@ -67,21 +66,21 @@ std::shared_ptr<Allocation> FindPinned(const void* p);
 
 // An access by a kernel running in `ctx`, as a GPU checks it: DeviceAccess's
 // answer when [addr, addr + len) lies in one allocation; else, with
-// Config::page_bytes, CUDA_SUCCESS (and a null *hold) if every granule the
+// Config::page_bytes, Result::kSuccess (and a null *hold) if every granule the
 // range touches holds device memory of ctx: the access lands in whatever
 // lives there, another allocation's data included.
-CUresult KernelAccess(const Context& ctx, uintptr_t addr, size_t len,
-                      size_t align, std::shared_ptr<Allocation>* hold);
+Result KernelAccess(const Context& ctx, uintptr_t addr, size_t len,
+                    size_t align, std::shared_ptr<Allocation>* hold);
 
-// An access by device work running in `ctx`: CUDA_SUCCESS with the
+// An access by device work running in `ctx`: Result::kSuccess with the
 // allocation in *hold (keep it while accessing), or the fault:
-// CUDA_ERROR_MISALIGNED_ADDRESS if addr is not a multiple of `align`,
-// CUDA_ERROR_ILLEGAL_ADDRESS if [addr, addr + len) is not inside one live
+// Result::kMisalignedAddress if addr is not a multiple of `align`,
+// Result::kIllegalAddress if [addr, addr + len) is not inside one live
 // allocation that ctx may access. len == 0 accesses nothing and succeeds.
-CUresult DeviceAccess(const Context& ctx, uintptr_t addr, size_t len,
-                      size_t align, Access access,
-                      std::shared_ptr<Allocation>* hold);
+Result DeviceAccess(const Context& ctx, uintptr_t addr, size_t len,
+                    size_t align, Access access,
+                    std::shared_ptr<Allocation>* hold);
 
-}  // namespace fakecuda
+}  // namespace fakegpu
 
-#endif  // TESTS_FAKE_CUDA_FAKE_MEMORY_H_
+#endif  // TESTS_FAKE_GPU_FAKE_MEMORY_H_

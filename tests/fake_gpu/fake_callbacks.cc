@@ -1,15 +1,15 @@
-// The fake CUDA driver's callback thread (fake_callbacks.h).
-#include "tests/fake_cuda/fake_callbacks.h"
+// The emulated GPU's callback thread (fake_callbacks.h).
+#include "tests/fake_gpu/fake_callbacks.h"
 
-#include "tests/fake_cuda/fake_context.h"
+#include "tests/fake_gpu/fake_context.h"
 
-namespace fakecuda {
+namespace fakegpu {
 
 CallbackThread::CallbackThread() : thread_([this] { Loop(); }) {}
 
 CallbackThread::~CallbackThread() { Stop(); }
 
-void CallbackThread::Call(CUhostFn fn, void* data) {
+void CallbackThread::Call(HostFn fn, void* data) {
   Task task{fn, data};
   std::unique_lock<std::mutex> lock(mu_);
   if (stopping_) return;
@@ -47,4 +47,4 @@ void CallbackThread::Loop() {
   }
 }
 
-}  // namespace fakecuda
+}  // namespace fakegpu

@@ -1,16 +1,16 @@
-// Device memory of the fake CUDA driver: one reserved range of address space
-// per device that cuMemAlloc/cuMemAllocAsync carve allocations from, first
+// Device memory of the emulated GPU: one reserved range of address space
+// per device that MemAlloc/MemAllocAsync carve allocations from, first
 // fit, so that allocations lie next to each other as they do on a GPU, and a
 // write past the end of one lands in whatever lives after it.
-#ifndef TESTS_FAKE_CUDA_FAKE_ARENA_H_
-#define TESTS_FAKE_CUDA_FAKE_ARENA_H_
+#ifndef TESTS_FAKE_GPU_FAKE_ARENA_H_
+#define TESTS_FAKE_GPU_FAKE_ARENA_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <mutex>
 
-namespace fakecuda {
+namespace fakegpu {
 
 class Arena {
  public:
@@ -33,6 +33,6 @@ class Arena {
   std::map<uintptr_t, size_t> free_;  // base -> size, coalesced; guarded
 };
 
-}  // namespace fakecuda
+}  // namespace fakegpu
 
-#endif  // TESTS_FAKE_CUDA_FAKE_ARENA_H_
+#endif  // TESTS_FAKE_GPU_FAKE_ARENA_H_

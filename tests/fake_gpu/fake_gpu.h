@@ -1,0 +1,182 @@
+// The emulated GPU's entry points: a driver API in no vendor's terms, which
+// the skins serve as CUDA's driver (//tests/fake_cuda:libfakecuda.so) and
+// as HIP's runtime (//tests/fake_hip:libfakehip.so), translating handles,
+// flags and result codes. The emulation (streams sharing hardware queues,
+// events, page-granular device memory, sticky faults, kernel twins) lives
+// behind these functions in this folder; the skins add only what their
+// vendor does differently (README.md).
+//
+// Every function is thread-safe unless it says otherwise, and returns
+// Result::kSuccess or the first problem it found, as a driver does.
+#ifndef TESTS_FAKE_GPU_FAKE_GPU_H_
+#define TESTS_FAKE_GPU_FAKE_GPU_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace fakegpu {
+
+// What an entry point returns. The skins map each to their vendor's code.
+enum class Result {
+  kSuccess,
+  kInvalidValue,
+  kOutOfMemory,
+  kNotInitialized,
+  kNoDevice,
+  kInvalidDevice,
+  kInvalidImage,
+  kInvalidContext,
+  kInvalidHandle,
+  kNotFound,
+  kNotReady,
+  kNotSupported,
+  kContextIsDestroyed,
+  kLaunchOutOfResources,
+  // Faults of device work: sticky for the context (Context::Fault).
+  kIllegalAddress,
+  kMisalignedAddress,
+  kLaunchFailed,
+};
+
+// Opaque handles: tokens naming objects in the emulation's registries
+// (fake_registry.h), never pointers, never reused.
+typedef struct ContextHandle_* ContextHandle;
+typedef struct StreamHandle_* StreamHandle;
+typedef struct EventHandle_* EventHandle;
+typedef struct ModuleHandle_* ModuleHandle;
+typedef struct FunctionHandle_* FunctionHandle;
+// A device address; the host address of the same bytes (unified
+// addressing).
+using DevicePtr = uint64_t;
+using HostFn = void (*)(void* data);
+
+// Flags, each with the meaning (and, as it happens, the bit) that CUDA and
+// HIP give theirs; the skins check that with static_assert.
+inline constexpr unsigned kStreamNonBlocking = 0x1;
+inline constexpr unsigned kEventBlockingSync = 0x1;
+inline constexpr unsigned kEventDisableTiming = 0x2;
+inline constexpr unsigned kEventInterprocess = 0x4;
+inline constexpr unsigned kHostAllocPortable = 0x1;
+inline constexpr unsigned kHostAllocDevicemap = 0x2;
+inline constexpr unsigned kHostAllocWritecombined = 0x4;
+// StreamWaitValue64's comparisons (the low bits) and flush flag.
+inline constexpr unsigned kWaitValueGeq = 0x0;
+inline constexpr unsigned kWaitValueEq = 0x1;
+inline constexpr unsigned kWaitValueAnd = 0x2;
+inline constexpr unsigned kWaitValueNor = 0x3;
+inline constexpr unsigned kWaitValueFlush = 1u << 30;
+inline constexpr unsigned kWriteValueDefault = 0x0;
+inline constexpr unsigned kWriteValueNoMemoryBarrier = 0x1;
+// LaunchKernel's `extra` list: kLaunchParamBufferPointer, buffer,
+// kLaunchParamBufferSize, &size, kLaunchParamEnd.
+inline void* const kLaunchParamEnd = reinterpret_cast<void*>(0x00);
+inline void* const kLaunchParamBufferPointer = reinterpret_cast<void*>(0x01);
+inline void* const kLaunchParamBufferSize = reinterpret_cast<void*>(0x02);
+
+enum class FunctionAttribute {
+  kMaxThreadsPerBlock,
+  kSharedSizeBytes,  // static shared memory (the twins use none)
+  kNumRegs,
+  kMaxDynamicSharedSizeBytes,
+  kOther,  // one the emulation does not model: reads as 0, cannot be set
+};
+
+// The modelled device's limits: an H100-class GPU.
+struct DeviceLimits {
+  int max_threads_per_block = 1024;
+  int max_block_dim[3] = {1024, 1024, 64};
+  int max_grid_dim[3] = {2147483647, 65535, 65535};
+  int multiprocessors = 132;
+  // Dynamic shared memory per block without and with opting in.
+  int shared_per_block = 49152;
+  int shared_per_block_optin = 232448;
+};
+inline constexpr DeviceLimits kDeviceLimits;
+
+// Initialization and devices. Init reads the FAKEGPU_* knobs (README.md)
+// once; flags must be 0.
+Result Init(unsigned int flags);
+Result DeviceGetCount(int* count);
+Result DeviceGet(int* device, int ordinal);
+Result DeviceGetName(char* name, int len, int dev);
+Result DeviceTotalMem(size_t* bytes, int dev);
+// Whether StreamWaitValue64/StreamWriteValue64 are supported
+// (FAKEGPU_NO_WAIT_VALUE), after CheckDevice.
+Result DeviceCanWaitValue(int dev, bool* supported);
+
+// Primary contexts; the calling thread's current context.
+Result DevicePrimaryCtxRetain(ContextHandle* pctx, int dev);
+Result DevicePrimaryCtxRelease(int dev);
+Result DevicePrimaryCtxReset(int dev);
+Result CtxSetCurrent(ContextHandle handle);
+Result CtxGetCurrent(ContextHandle* pctx);
+// What a call that uses the current context checks first: kInvalidContext
+// if the thread has none, kContextIsDestroyed, or its sticky error.
+Result CtxCheckCurrent();
+Result CtxSynchronize();
+Result ContextSynchronize(ContextHandle handle);
+// 0 (least) .. -2 (greatest).
+Result CtxGetStreamPriorityRange(int* least, int* greatest);
+
+// Streams.
+Result StreamCreateWithPriority(StreamHandle* stream, unsigned int flags,
+                                int priority);
+Result StreamDestroy(StreamHandle stream);
+Result StreamQuery(StreamHandle stream);
+Result StreamSynchronize(StreamHandle stream);
+Result StreamWaitEvent(StreamHandle stream, EventHandle event,
+                       unsigned int flags);
+Result StreamWaitValue64(StreamHandle stream, DevicePtr addr, uint64_t value,
+                         unsigned int flags);
+Result StreamWriteValue64(StreamHandle stream, DevicePtr addr, uint64_t value,
+                          unsigned int flags);
+Result LaunchHostFunc(StreamHandle stream, HostFn fn, void* data);
+
+// Events.
+Result EventCreate(EventHandle* event, unsigned int flags);
+Result EventDestroy(EventHandle event);
+Result EventRecord(EventHandle event, StreamHandle stream);
+Result EventQuery(EventHandle event);
+Result EventSynchronize(EventHandle event);
+Result EventElapsedTime(float* ms, EventHandle start, EventHandle end);
+
+// Memory.
+Result MemAlloc(DevicePtr* dptr, size_t bytes);
+Result MemFree(DevicePtr dptr);
+Result MemAllocAsync(DevicePtr* dptr, size_t bytes, StreamHandle stream);
+Result MemFreeAsync(DevicePtr dptr, StreamHandle stream);
+Result MemHostAlloc(void** pp, size_t bytes, unsigned int flags);
+Result MemFreeHost(void* p);
+Result MemHostGetDevicePointer(DevicePtr* pdptr, void* p, unsigned int flags);
+Result MemGetInfo(size_t* free, size_t* total);
+Result MemcpyHtoDAsync(DevicePtr dst, const void* src, size_t n,
+                       StreamHandle stream);
+Result MemcpyDtoHAsync(void* dst, DevicePtr src, size_t n, StreamHandle stream);
+Result MemcpyDtoDAsync(DevicePtr dst, DevicePtr src, size_t n,
+                       StreamHandle stream);
+Result MemsetD32Async(DevicePtr dst, unsigned int value, size_t count,
+                      StreamHandle stream);
+
+// Modules and kernels. A module is loaded from an image whose format the
+// skin checked for its device: the emulation looks in it only for the names
+// of kernels with CPU twins (fake_kernels.h), kInvalidImage if it names
+// none.
+Result ModuleLoadTwins(const char* image, size_t size, ModuleHandle* module);
+Result ModuleUnload(ModuleHandle module);
+Result ModuleGetFunction(FunctionHandle* function, ModuleHandle module,
+                         const char* name);
+Result FuncGetParamInfo(FunctionHandle function, size_t index, size_t* offset,
+                        size_t* size);
+Result FuncGetAttribute(int* value, FunctionAttribute attribute,
+                        FunctionHandle function);
+Result FuncSetAttribute(FunctionHandle function, FunctionAttribute attribute,
+                        int value);
+Result LaunchKernel(FunctionHandle function, unsigned int grid_x,
+                    unsigned int grid_y, unsigned int grid_z,
+                    unsigned int block_x, unsigned int block_y,
+                    unsigned int block_z, unsigned int shared_bytes,
+                    StreamHandle stream, void** params, void** extra);
+
+}  // namespace fakegpu
+
+#endif  // TESTS_FAKE_GPU_FAKE_GPU_H_
