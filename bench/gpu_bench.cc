@@ -1,17 +1,20 @@
-// gpu_bench: the CUDA backend through gpustreamd against the CUDA driver
-// used directly, side by side in one run on device 0:
-//   1. noop launch rate: cuLaunchKernel into one non-blocking stream, against
+// gpu_bench: a GPU backend (--backend=cuda or hip) through gpustreamd
+// against the same vendor's driver used directly, side by side in one run on
+// device 0:
+//   1. noop launch rate: launches into one non-blocking stream, against
 //      pipelined launches on the daemon's Submit stream;
-//   2. flag-gated start: a host store releases a stream parked on
+//   2. flag-gated start (CUDA): a host store releases a stream parked on
 //      cuStreamWaitValue64, which runs add_u64 and writes a word the host
 //      spins on, against flag.signal() releasing a queue parked on
 //      wait_for_host_value() that runs add_u64 and write_flag(), observed by
-//      flag.wait();
+//      flag.wait() (HIP: the daemon's side only; HIP 5.x has no stream wait
+//      worth parking on);
 //   3. queue.synchronize() on an idle queue against the gRPC echo floor.
-// The daemon runs in this process (as in gpustream_bench) on the devices
-// that CreateDevices opens with --cuda_driver; the client is the C++ client
-// over a unix socket. Without a loadable driver it says why and exits 0.
-#include <cuda.h>
+// The direct side goes through the GPU layer's driver interface
+// (server/backend/gpu/gpu_driver.h), as the daemon's devices do. The daemon
+// runs in this process (as in gpustream_bench) on the devices that
+// CreateDevices opens; the client is the C++ client over a unix socket.
+// Without a loadable driver it says why and exits 0.
 #include <unistd.h>
 
 #include <atomic>
@@ -33,28 +36,27 @@
 #include "absl/time/clock.h"
 #include "bench/bench_util.h"
 #include "server/backend/backend_factory.h"
-#include "server/backend/cuda/cuda_backend.h"
-#include "server/backend/cuda/cuda_driver.h"
-#include "server/backend/cuda/cuda_status.h"
+#include "server/backend/gpu/gpu_driver.h"
 #include "server/usage.h"
 #include "server/version.h"
 
+ABSL_FLAG(std::string, backend, "cuda", "The GPU backend: cuda or hip");
 ABSL_FLAG(std::string, cuda_driver, "libcuda.so.1",
           "The CUDA driver library: a file name searched as dlopen does, or "
           "a path (bazel-bin/tests/fake_cuda/libfakecuda.so: the fake)");
+ABSL_FLAG(std::string, hip_runtime, "",
+          "The HIP runtime library (empty: libamdhip64.so.6, then .so.5), or "
+          "a path (bazel-bin/tests/fake_hip/libfakehip.so: the fake)");
 ABSL_FLAG(int, launches, 200000, "Launches per launch-rate figure");
 ABSL_FLAG(int, round_trips, 2000,
           "Rounds per latency figure (flag-gated starts, synchronize round "
           "trips)");
 ABSL_FLAG(bool, probe, false,
           "Only open the driver and device 0 and print what was found: exit "
-          "0 where CUDA is usable, 1 where not (for scripts)");
+          "0 where the backend is usable, 1 where not (for scripts)");
 
 namespace gpustream::bench {
 namespace {
-
-using backend::CudaDriver;
-using backend::ToStatus;
 
 // The whole run's bound: a wedged driver or daemon ends the run with a
 // message rather than hanging whoever runs it.
@@ -81,159 +83,125 @@ std::string Thousands(double value) {
   return out;
 }
 
-// The driver used directly: device 0's primary context (current on the
-// calling thread), the embedded samples fatbin, one non-blocking stream.
+// The driver used directly, through the GPU layer's driver interface as the
+// daemon's devices use it: device 0's primary context (current on the
+// calling thread), the embedded samples module, one stream.
 class Native {
  public:
-  // An error says why CUDA cannot be measured here (no driver, no device,
-  // no fatbin in this build); the caller skips with it.
-  static absl::StatusOr<std::unique_ptr<Native>> Open(const std::string& path);
+  // An error says why the vendor cannot be measured here (no driver, no
+  // device, no samples module in this build); the caller skips with it.
+  static absl::StatusOr<std::unique_ptr<Native>> Open(
+      const backend::BackendOptions& options);
   ~Native();
 
   std::string Describe() const { return description_; }
-  // Launches/s of `n` noop launches and one cuStreamSynchronize.
+  const std::string& vendor() const { return vendor_; }
+  // Launches/s of `n` noop launches and one stream synchronize.
   absl::StatusOr<double> NoopLaunchRate(int n);
   // Microseconds from the host's store of the go word to the host seeing
   // the done word that the stream writes after add_u64, per round.
+  // UNIMPLEMENTED where the driver has no stream wait worth measuring.
   absl::StatusOr<std::vector<double>> FlagGatedStartUs(int rounds);
 
  private:
   Native() = default;
-  absl::Status Check(CUresult r, const char* call) const {
-    return ToStatus(r, call, driver_.get());
-  }
 
-  std::unique_ptr<CudaDriver> driver_;
-  CUdevice device_ = 0;
-  CUcontext context_ = nullptr;
-  CUmodule module_ = nullptr;
-  CUfunction noop_ = nullptr;
-  CUfunction add_u64_ = nullptr;
-  CUstream stream_ = nullptr;
+  backend::DirectGpuDriver direct_;
+  const backend::GpuDriver* d_ = nullptr;  // direct_.driver
+  bool retained_ = false;
+  backend::GpuModuleHandle module_ = nullptr;
+  backend::GpuFunctionHandle noop_ = nullptr;
+  backend::GpuFunctionHandle add_u64_ = nullptr;
+  backend::GpuStreamHandle stream_ = nullptr;
+  std::string vendor_;
   std::string description_;
 };
 
-absl::StatusOr<std::unique_ptr<Native>> Native::Open(const std::string& path) {
-  auto driver = CudaDriver::Load(path);
-  if (!driver.ok()) return driver.status();
+absl::StatusOr<std::unique_ptr<Native>> Native::Open(
+    const backend::BackendOptions& options) {
+  auto direct = backend::OpenDirectGpuDriver(options);
+  if (!direct.ok()) return direct.status();
   std::unique_ptr<Native> n(new Native());
-  n->driver_ = *std::move(driver);
-  const CudaDriver& d = *n->driver_;
-  int count = 0;
-  if (absl::Status s = n->Check(d.cuInit(0), "cuInit"); !s.ok()) return s;
-  if (absl::Status s = n->Check(d.cuDeviceGetCount(&count), "cuDeviceGetCount");
-      !s.ok()) {
-    return s;
-  }
-  if (count == 0) return absl::UnavailableError("no CUDA device");
-  if (absl::Status s = n->Check(d.cuDeviceGet(&n->device_, 0), "cuDeviceGet");
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s =
-          n->Check(d.cuDevicePrimaryCtxRetain(&n->context_, n->device_),
-                   "cuDevicePrimaryCtxRetain");
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s =
-          n->Check(d.cuCtxSetCurrent(n->context_), "cuCtxSetCurrent");
-      !s.ok()) {
-    return s;
-  }
+  n->direct_ = *std::move(direct);
+  n->d_ = n->direct_.driver.get();
+  const backend::GpuDriver& d = *n->d_;
+  n->vendor_ = d.traits().display_name;
+  absl::StatusOr<int> count = d.DeviceCount();
+  if (!count.ok()) return count.status();
+  if (*count == 0) return absl::UnavailableError("no device");
+  absl::StatusOr<backend::GpuContextHandle> context = d.PrimaryContextRetain(0);
+  if (!context.ok()) return context.status();
+  n->retained_ = true;
+  if (absl::Status s = d.SetCurrent(*context); !s.ok()) return s;
+  absl::StatusOr<backend::GpuDeviceProperties> properties =
+      d.DeviceProperties(0);
+  if (!properties.ok()) return properties.status();
   // The very image the daemon serves, so both sides run the same kernels.
-  const backend::EmbeddedModule samples = backend::CudaEmbeddedSamples();
+  const backend::EmbeddedModule& samples = n->direct_.samples;
   if (samples.image.empty()) {
-    return absl::UnimplementedError(
-        "this build has no CUDA samples fatbin (nvcc was not found when it "
-        "was built)");
+    return absl::UnimplementedError(absl::StrCat(
+        "this build has no ", n->vendor_,
+        " samples module (its compiler was not found when it was built)"));
   }
-  if (absl::Status s =
-          n->Check(d.cuModuleLoadData(&n->module_, samples.image.data()),
-                   "cuModuleLoadData");
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s =
-          n->Check(d.cuModuleGetFunction(&n->noop_, n->module_, "noop"),
-                   "cuModuleGetFunction(noop)");
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s =
-          n->Check(d.cuModuleGetFunction(&n->add_u64_, n->module_, "add_u64"),
-                   "cuModuleGetFunction(add_u64)");
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = n->Check(
-          d.cuStreamCreateWithPriority(&n->stream_, CU_STREAM_NON_BLOCKING, 0),
-          "cuStreamCreateWithPriority");
-      !s.ok()) {
-    return s;
-  }
-  char name[256] = {};
-  d.cuDeviceGetName(name, sizeof(name) - 1, n->device_);
-  int major = 0, minor = 0, version = 0;
-  d.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-                         n->device_);
-  d.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
-                         n->device_);
-  d.cuDriverGetVersion(&version);
-  // The library's file name: a full path would swamp the summary line.
-  n->description_ = absl::StrFormat(
-      "%s (sm_%d%d), CUDA driver %d.%d [%s]", name, major, minor,
-      version / 1000, version % 1000 / 10, path.substr(path.rfind('/') + 1));
+  auto module = d.ModuleLoad(samples.image, properties->target_id);
+  if (!module.ok()) return module.status();
+  n->module_ = *module;
+  auto noop = d.ModuleFunction(n->module_, "noop");
+  if (!noop.ok()) return noop.status();
+  n->noop_ = *noop;
+  auto add_u64 = d.ModuleFunction(n->module_, "add_u64");
+  if (!add_u64.ok()) return add_u64.status();
+  n->add_u64_ = *add_u64;
+  auto stream = d.StreamCreate(0);
+  if (!stream.ok()) return stream.status();
+  n->stream_ = *stream;
+  const backend::DeviceInfo& info = properties->info;
+  n->description_ = absl::StrCat(info.name,
+                                 absl::StrContains(info.name, info.arch)
+                                     ? ""
+                                     : absl::StrCat(" (", info.arch, ")"),
+                                 ", ", d.Describe());
   return n;
 }
 
 Native::~Native() {
-  if (driver_ == nullptr || context_ == nullptr) return;
-  const CudaDriver& d = *driver_;
-  d.cuCtxSetCurrent(context_);
+  if (d_ == nullptr || !retained_) return;
   if (stream_ != nullptr) {
-    d.cuStreamSynchronize(stream_);
-    d.cuStreamDestroy(stream_);
+    (void)d_->StreamSynchronize(stream_);
+    (void)d_->StreamDestroy(stream_);
   }
-  if (module_ != nullptr) d.cuModuleUnload(module_);
-  d.cuDevicePrimaryCtxRelease(device_);
+  if (module_ != nullptr) (void)d_->ModuleUnload(module_);
+  (void)d_->PrimaryContextRelease(0);
 }
 
 absl::StatusOr<double> Native::NoopLaunchRate(int n) {
-  const CudaDriver& d = *driver_;
   auto launch = [&] {
-    return Check(
-        d.cuLaunchKernel(noop_, 1, 1, 1, 1, 1, 1, 0, stream_, nullptr, nullptr),
-        "cuLaunchKernel(noop)");
+    return d_->LaunchKernel(noop_, {1, 1, 1}, {1, 1, 1}, 0, stream_, nullptr);
   };
   for (int i = 0; i < 1000; ++i) {  // Warm-up, outside the timing.
     if (absl::Status s = launch(); !s.ok()) return s;
   }
-  if (absl::Status s =
-          Check(d.cuStreamSynchronize(stream_), "cuStreamSynchronize");
-      !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = d_->StreamSynchronize(stream_); !s.ok()) return s;
   const absl::Time start = absl::Now();
   absl::StatusOr<int> launched = RepeatUntil(n, start + kFigureBudget, launch);
   if (!launched.ok()) return launched.status();
-  if (absl::Status s =
-          Check(d.cuStreamSynchronize(stream_), "cuStreamSynchronize");
-      !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = d_->StreamSynchronize(stream_); !s.ok()) return s;
   return *launched / absl::ToDoubleSeconds(absl::Now() - start);
 }
 
 absl::StatusOr<std::vector<double>> Native::FlagGatedStartUs(int rounds) {
-  const CudaDriver& d = *driver_;
-  int mem_ops = 0;
-  d.cuDeviceGetAttribute(
-      &mem_ops, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, device_);
-  if (mem_ops == 0) {
+  if (direct_.wait_value_eq == nullptr) {
+    return absl::UnimplementedError(absl::StrCat(
+        vendor_,
+        " runs a stream's wait on a host word as a spinning kernel on a "
+        "shared hardware queue; the daemon holds such waits itself"));
+  }
+  absl::StatusOr<backend::GpuDeviceProperties> properties =
+      d_->DeviceProperties(0);
+  if (!properties.ok()) return properties.status();
+  if (!properties->info.supports_wait_value) {
     return absl::UnimplementedError(
-        "the device has no 64-bit stream memory operations "
-        "(cuStreamWaitValue64)");
+        "the device has no 64-bit stream memory operations");
   }
   // The go and done words in pinned, device-mapped host memory, one 64-byte
   // line each, so the host's spinning on `done` never shares a line with
@@ -241,39 +209,29 @@ absl::StatusOr<std::vector<double>> Native::FlagGatedStartUs(int rounds) {
   // flags and buffers the same way.
   constexpr size_t kLine = 64;
   void* host = nullptr;
-  CUdeviceptr counter = 0;
+  backend::GpuDeviceptr counter = 0;
   absl::Cleanup release = [&] {
-    d.cuStreamSynchronize(stream_);  // Nothing queued may still use them.
-    if (host != nullptr) d.cuMemFreeHost(host);
-    if (counter != 0) d.cuMemFree(counter);
+    (void)d_->StreamSynchronize(stream_);  // Nothing queued may use them.
+    if (host != nullptr) (void)d_->HostFree(host);
+    if (counter != 0) (void)d_->MemFree(counter);
   };
-  if (absl::Status s =
-          Check(d.cuMemHostAlloc(&host, 2 * kLine, CU_MEMHOSTALLOC_DEVICEMAP),
-                "cuMemHostAlloc");
-      !s.ok()) {
-    return s;
-  }
-  CUdeviceptr go = 0;
-  if (absl::Status s = Check(d.cuMemHostGetDevicePointer(&go, host, 0),
-                             "cuMemHostGetDevicePointer");
-      !s.ok()) {
-    return s;
-  }
-  const CUdeviceptr done = go + kLine;
+  absl::StatusOr<void*> pinned = d_->HostAlloc(2 * kLine, /*mapped=*/true);
+  if (!pinned.ok()) return pinned.status();
+  host = *pinned;
+  absl::StatusOr<backend::GpuDeviceptr> go = d_->HostDevicePointer(host);
+  if (!go.ok()) return go.status();
+  const backend::GpuDeviceptr done = *go + kLine;
   auto word = [&](int i) {
     return std::atomic_ref<uint64_t>(
         *reinterpret_cast<uint64_t*>(static_cast<char*>(host) + i * kLine));
   };
   word(0).store(0);
   word(1).store(0);
-  if (absl::Status s =
-          Check(d.cuMemAlloc(&counter, sizeof(uint64_t)), "cuMemAlloc");
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s =
-          Check(d.cuMemsetD32Async(counter, 0, 2, stream_), "cuMemsetD32Async");
-      !s.ok()) {
+  absl::StatusOr<backend::GpuDeviceptr> allocated =
+      d_->MemAlloc(sizeof(uint64_t));
+  if (!allocated.ok()) return allocated.status();
+  counter = *allocated;
+  if (absl::Status s = d_->MemsetD32Async(counter, 0, 2, stream_); !s.ok()) {
     return s;
   }
   uint64_t one = 1;
@@ -283,19 +241,13 @@ absl::StatusOr<std::vector<double>> Native::FlagGatedStartUs(int rounds) {
   const absl::Time deadline = absl::Now() + kFigureBudget;
   for (uint64_t r = 1; r <= static_cast<uint64_t>(rounds); ++r) {
     if (absl::Now() >= deadline) break;
-    absl::Status s =
-        Check(d.cuStreamWaitValue64(stream_, go, r, CU_STREAM_WAIT_VALUE_EQ),
-              "cuStreamWaitValue64");
+    absl::Status s = direct_.wait_value_eq(stream_, *go, r);
     if (s.ok()) {
-      s = Check(d.cuLaunchKernel(add_u64_, 1, 1, 1, 1, 1, 1, 0, stream_,
-                                 add_args, nullptr),
-                "cuLaunchKernel(add_u64)");
+      s = d_->LaunchKernel(add_u64_, {1, 1, 1}, {1, 1, 1}, 0, stream_,
+                           add_args);
     }
-    // Default flags: the store is ordered after the kernel's writes.
-    if (s.ok()) {
-      s = Check(d.cuStreamWriteValue64(stream_, done, r, 0),
-                "cuStreamWriteValue64");
-    }
+    // Ordered after the kernel's writes.
+    if (s.ok()) s = d_->StreamWriteValue64(stream_, done, r);
     if (!s.ok()) {
       word(0).store(r);  // Releases whatever was enqueued before the error.
       return s;
@@ -315,16 +267,11 @@ absl::StatusOr<std::vector<double>> Native::FlagGatedStartUs(int rounds) {
   }
   uint64_t count = 0;
   if (absl::Status s =
-          Check(d.cuMemcpyDtoHAsync(&count, counter, sizeof(count), stream_),
-                "cuMemcpyDtoHAsync");
+          d_->MemcpyDtoHAsync(&count, counter, sizeof(count), stream_);
       !s.ok()) {
     return s;
   }
-  if (absl::Status s =
-          Check(d.cuStreamSynchronize(stream_), "cuStreamSynchronize");
-      !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = d_->StreamSynchronize(stream_); !s.ok()) return s;
   if (count != us.size()) {
     return absl::InternalError(absl::StrCat("add_u64 ran ", count, " times in ",
                                             us.size(), " rounds"));
@@ -376,7 +323,8 @@ struct Figures {
   SyncFigures sync;
 };
 
-void PrintSummary(const Figures& f, const std::string& device, bool fake) {
+void PrintSummary(const Figures& f, const std::string& vendor,
+                  const std::string& device, bool fake) {
   const int launches = absl::GetFlag(FLAGS_launches);
   const int rounds = absl::GetFlag(FLAGS_round_trips);
   std::vector<double> native = f.native_start_us, daemon = f.daemon_start_us;
@@ -386,7 +334,8 @@ void PrintSummary(const Figures& f, const std::string& device, bool fake) {
               device.c_str(),
               fake ? " -- FAKE driver (CPU emulation), not a GPU" : "",
               sysconf(_SC_NPROCESSORS_ONLN));
-  std::printf("\n| figure | native CUDA | gpustreamd | ratio |\n");
+  std::printf("\n| figure | native %s | gpustreamd | ratio |\n",
+              vendor.c_str());
   std::printf("|---|---|---|---|\n");
   std::printf("| noop launches, %s, 1 stream | %s /s | %s /s | %.2fx |\n",
               Thousands(launches).c_str(), Thousands(f.native_launches).c_str(),
@@ -433,15 +382,21 @@ int Run() {
     _exit(3);
   }).detach();
 
-  const std::string driver_path = absl::GetFlag(FLAGS_cuda_driver);
+  const backend::BackendOptions options{
+      .backend = absl::GetFlag(FLAGS_backend),
+      .cuda_driver = absl::GetFlag(FLAGS_cuda_driver),
+      .hip_runtime = absl::GetFlag(FLAGS_hip_runtime)};
+  const std::string driver_path =
+      options.backend == "hip" ? options.hip_runtime : options.cuda_driver;
   const int launches = absl::GetFlag(FLAGS_launches);
   const int rounds = absl::GetFlag(FLAGS_round_trips);
-  const bool fake = absl::StrContains(driver_path, "fakecuda");
+  const bool fake = absl::StrContains(driver_path, "libfake");
   const bool probe = absl::GetFlag(FLAGS_probe);
-  auto native = Native::Open(driver_path);
+  auto native = Native::Open(options);
   if (!native.ok()) {
     std::printf("gpu_bench: %s\n", native.status().ToString().c_str());
-    std::printf("gpu_bench: no CUDA driver: skipped\n");
+    std::printf("gpu_bench: no usable %s driver: skipped\n",
+                options.backend.c_str());
     return probe ? 1 : 0;
   }
   if (probe) {
@@ -451,15 +406,14 @@ int Run() {
   if (fake) {
     std::printf(
         "################################################################\n"
-        "# FAKE CUDA driver (%s):\n"
-        "# the CPU emulation of tests/fake_cuda, NOT a GPU. These figures\n"
+        "# FAKE driver (%s):\n"
+        "# the CPU emulation of tests/fake_gpu, NOT a GPU. These figures\n"
         "# measure the daemon's overhead on this machine's CPUs only.\n"
         "################################################################\n",
         driver_path.c_str());
   }
-  auto devices =
-      backend::CreateDevices({.backend = "cuda", .cuda_driver = driver_path});
-  Check(devices.status(), "CreateDevices(cuda)");
+  auto devices = backend::CreateDevices(options);
+  Check(devices.status(), "CreateDevices");
   InProcessDaemon daemon(std::move(devices->devices), "gpustream-gpu-bench");
   BenchClient c = ConnectBenchClient(daemon.unix_address());
 
@@ -474,8 +428,7 @@ int Run() {
   Check(native_rate.status(), "native launches");
   f.native_launches = *native_rate;
   std::printf("%-58s %12.0f launches/s\n",
-              "native: cuLaunchKernel(noop), 1 stream + sync",
-              f.native_launches);
+              "native: LaunchKernel(noop), 1 stream + sync", f.native_launches);
   f.daemon_launches =
       SubmitNoopLaunchRate(c.session->default_queue(), launches, kFigureBudget);
   std::printf("%-58s %12.0f launches/s  (%.2fx native)\n",
@@ -515,7 +468,7 @@ int Run() {
   f.sync = MeasureSyncRoundTrips(c, c.session->default_queue(), rounds);
   PrintSyncFigures(f.sync, 58);
 
-  PrintSummary(f, device, fake);
+  PrintSummary(f, (*native)->vendor(), device, fake);
   return 0;
 }
 
@@ -525,8 +478,9 @@ int Run() {
 int main(int argc, char** argv) {
   gpustream::SetUsage(
       "gpu_bench",
-      "the CUDA backend through gpustreamd against the CUDA driver used "
-      "directly, on device 0.\nUsage: gpu_bench [flags]");
+      "a GPU backend through gpustreamd against the vendor's driver used "
+      "directly, on device 0.\nUsage: gpu_bench [--backend=cuda|hip] "
+      "[flags]");
   absl::ParseCommandLine(argc, argv);
   return gpustream::bench::Run();
 }

@@ -42,6 +42,36 @@ absl::StatusOr<std::vector<std::unique_ptr<Device>>> OpenHip(
 
 }  // namespace
 
+absl::StatusOr<DirectGpuDriver> OpenDirectGpuDriver(
+    const BackendOptions& options) {
+  DirectGpuDriver out;
+  if (options.backend == "hip") {
+    auto runtime = OpenHipRuntime(options.hip_runtime);
+    if (!runtime.ok()) return runtime.status();
+    out.driver = *std::move(runtime);
+    out.samples = HipEmbeddedSamples();
+    return out;
+  }
+  if (options.backend != "cuda") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--backend=", options.backend, ": expected cuda or hip"));
+  }
+#ifdef GPUSTREAM_HAS_CUDA
+  auto driver = OpenCudaDriver(options.cuda_driver);
+  if (!driver.ok()) return driver.status();
+  std::shared_ptr<const CudaAdapter> cuda = *std::move(driver);
+  out.wait_value_eq = [cuda](GpuStreamHandle stream, GpuDeviceptr address,
+                             uint64_t value) {
+    return cuda->StreamWaitValueEq(stream, address, value);
+  };
+  out.driver = std::move(cuda);
+  out.samples = CudaEmbeddedSamples();
+  return out;
+#else
+  return OpenCuda(options).status();
+#endif
+}
+
 bool HasCudaSupport() {
 #ifdef GPUSTREAM_HAS_CUDA
   return true;

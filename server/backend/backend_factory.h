@@ -2,6 +2,7 @@
 #ifndef GPUSTREAM_SERVER_BACKEND_BACKEND_FACTORY_H_
 #define GPUSTREAM_SERVER_BACKEND_BACKEND_FACTORY_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -9,6 +10,8 @@
 #include "absl/status/statusor.h"
 #include "server/backend/cpu/cpu_device.h"
 #include "server/backend/device.h"
+#include "server/backend/gpu/gpu_driver.h"
+#include "server/backend/gpu/gpu_module.h"
 
 namespace gpustream::backend {
 
@@ -38,6 +41,26 @@ struct Devices {
 // library for "cuda" or "hip" without a usable driver; UNIMPLEMENTED for a
 // backend this build lacks.
 absl::StatusOr<Devices> CreateDevices(const BackendOptions& options);
+
+// A GPU vendor's driver used directly, as the daemon's devices use it: for
+// tools that measure the daemon against it (bench/gpu_bench).
+struct DirectGpuDriver {
+  std::shared_ptr<const GpuDriver> driver;
+  // The samples module this build embeds for the vendor (empty image when
+  // it was built without the vendor's compiler).
+  EmbeddedModule samples;
+  // A stream waits until the mapped word at `address` equals `value`, where
+  // the vendor's driver does that well (CUDA's cuStreamWaitValue64); null
+  // where it does not (HIP 5.x runs such a wait as a spinning kernel).
+  std::function<absl::Status(GpuStreamHandle stream, GpuDeviceptr address,
+                             uint64_t value)>
+      wait_value_eq;
+};
+
+// The driver of options.backend ("cuda" with options.cuda_driver, "hip"
+// with options.hip_runtime), initialized. Errors as CreateDevices.
+absl::StatusOr<DirectGpuDriver> OpenDirectGpuDriver(
+    const BackendOptions& options);
 
 }  // namespace gpustream::backend
 

@@ -199,6 +199,14 @@ absl::Status CudaAdapter::StreamWriteValue64(GpuStreamHandle stream,
                   "cuStreamWriteValue64", driver_.get());
 }
 
+absl::Status CudaAdapter::StreamWaitValueEq(GpuStreamHandle stream,
+                                            GpuDeviceptr address,
+                                            uint64_t value) const {
+  return ToStatus(driver_->cuStreamWaitValue64(Cu(stream), address, value,
+                                               CU_STREAM_WAIT_VALUE_EQ),
+                  "cuStreamWaitValue64", driver_.get());
+}
+
 absl::StatusOr<GpuEventHandle> CudaAdapter::EventCreate(bool timing) const {
   CUevent event = nullptr;
   if (absl::Status s = ToStatus(

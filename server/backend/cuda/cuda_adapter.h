@@ -40,6 +40,11 @@ class CudaAdapter : public GpuDriver {
                                GpuEventHandle event) const override;
   absl::Status StreamWriteValue64(GpuStreamHandle stream, GpuDeviceptr address,
                                   uint64_t value) const override;
+  // cuStreamWaitValue64 with CU_STREAM_WAIT_VALUE_EQ. Not part of GpuDriver:
+  // the daemon holds flag waits itself (a parked stream blocks the hardware
+  // queue it shares); bench/gpu_bench measures the driver's own against it.
+  absl::Status StreamWaitValueEq(GpuStreamHandle stream, GpuDeviceptr address,
+                                 uint64_t value) const;
   absl::StatusOr<GpuEventHandle> EventCreate(bool timing) const override;
   absl::Status EventDestroy(GpuEventHandle event) const override;
   absl::Status EventRecord(GpuEventHandle event,
