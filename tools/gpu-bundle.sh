@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the daemon, the Device conformance test, the CUDA benchmark and the
+# Builds the daemon, the Device conformance test, the GPU benchmark and the
 # demo client (-c opt) and packs them into gpu-bundle/ (git-ignored): one
-# folder to copy to a GPU machine that has an NVIDIA driver and nothing else
+# folder to copy to a GPU machine that has an NVIDIA driver or AMD's ROCm
+# runtime and nothing else
 # (no Bazel, no gRPC/protobuf/Abseil, no package registry) and run there with
 # `bash gpu-bundle/run.sh` (its header says what it checks). The bundle
 # carries every shared library the binaries need beyond glibc, so it runs on
@@ -14,8 +15,9 @@
 #                         machine's own are older than the binaries need
 #   gpu-bundle/kernels/   the samples fatbin and manifest (built into the
 #                         daemon too; here for inspection and --modules)
-#   gpu-bundle/testdata/  the fake CUDA driver, laid out as the conformance
-#                         test's runfiles, so the bundle can test itself
+#   gpu-bundle/testdata/  the fake CUDA driver and HIP runtime, laid out as
+#                         the conformance test's runfiles, so the bundle can
+#                         test itself
 #   gpu-bundle/REQUIRES   the glibc and C++ runtime versions the binaries need
 #   gpu-bundle/BUILD_INFO what was built, from which commit, on what
 set -euo pipefail
@@ -25,25 +27,26 @@ bundle="$root/gpu-bundle"
 
 bash tools/setup.sh
 # The CUDA targets exist only where Bazel found a CUDA toolkit.
-if ! bazel query //bench:gpu_bench >/dev/null 2>&1; then
+if ! bazel query //tests/fake_cuda:libfakecuda.so >/dev/null 2>&1; then
   echo "gpu-bundle: this build has no CUDA support (no CUDA toolkit at" \
     "\${GPUSTREAM_CUDA_PATH:-/usr/local/cuda}); nothing to bundle" >&2
   exit 1
 fi
 bazel build -c opt //server:gpustreamd //tests/conformance:device_conformance_test \
   //bench:gpu_bench //examples:demo //tests/fake_cuda:libfakecuda.so \
-  //kernels/cuda:samples_module
+  //tests/fake_hip:libfakehip.so //kernels/cuda:samples_module
 
 # bazel-out/k8-opt, not bazel-bin: bazel-bin follows whichever build ran
 # last, which may be an ASan build.
 out="$root/bazel-out/k8-opt/bin"
 binaries=(server/gpustreamd tests/conformance/device_conformance_test
   bench/gpu_bench examples/demo)
-fake=tests/fake_cuda/libfakecuda.so
+fakes=(tests/fake_cuda/libfakecuda.so tests/fake_hip/libfakehip.so)
 
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib/cxx" "$bundle/kernels" \
-  "$bundle/testdata/gpustream/tests/fake_cuda"
+  "$bundle/testdata/gpustream/tests/fake_cuda" \
+  "$bundle/testdata/gpustream/tests/fake_hip"
 
 # Copies $1 to $2 and strips its debug info (the symbols stay, so stack
 # traces still name functions). Bazel's outputs are read-only.
@@ -56,7 +59,9 @@ copy_stripped() {
 for b in "${binaries[@]}"; do
   copy_stripped "$out/$b" "$bundle/bin/$(basename "$b")"
 done
-copy_stripped "$out/$fake" "$bundle/testdata/gpustream/$fake"
+for f in "${fakes[@]}"; do
+  copy_stripped "$out/$f" "$bundle/testdata/gpustream/$f"
+done
 cp "$out/kernels/cuda/samples.fatbin" kernels/cuda/samples.manifest.textproto \
   "$bundle/kernels/"
 
@@ -73,7 +78,7 @@ cxx_re='^(libstdc\+\+\.so\.6|libgcc_s\.so\.1)$'
 # Every library the dynamic loader resolves for each ELF file we ship (ldd
 # on the originals, whose RPATH finds the test's Bazel-built libraries).
 declare -A seen=()
-for f in "${binaries[@]}" "$fake"; do
+for f in "${binaries[@]}" "${fakes[@]}"; do
   while read -r name arrow path _; do
     [[ "$arrow" == "=>" ]] || continue # linux-vdso, ld-linux itself
     [[ "$name" =~ $glibc_re ]] && continue
@@ -137,23 +142,28 @@ cat >"$bundle/run.sh" <<'RUN_SH'
 #!/usr/bin/env bash
 # gpustream's GPU checks, from the bundle that tools/gpu-bundle.sh made. On a
 # machine with an NVIDIA driver (and nothing else: the bundle carries its
-# libraries) it runs, each step under a timeout and all within 8 minutes:
-#   1. the Device conformance suite on the real CUDA backend (*/cuda);
-#   2. gpustreamd --backend=cuda on a unix socket in a temp folder, with the
+# libraries) it runs, each step under a timeout and all within 8 minutes,
+# on the backend of the GPU it finds (CUDA, else HIP):
+#   1. the Device conformance suite on the real backend (*/cuda or */hip);
+#   2. gpustreamd --backend=<it> on a unix socket in a temp folder, with the
 #      demo client against it (kernels checked element by element, gated
 #      work, a host function, a rejected launch), then SIGTERM;
 #   3. gpu_bench against the driver: the daemon against the driver used
 #      directly;
-# then prints a summary. Without a usable CUDA driver it says so, runs the
+# then prints a summary. Without a usable GPU driver it says so, runs the
 # bundle's self-test (the conformance suite on the CPU backend and on the
-# bundled fake driver) instead, and exits 0.
+# bundled fakes) instead, and exits 0.
 #
 # Environment:
-#   GPUSTREAM_CUDA_DRIVER  the driver library (default libcuda.so.1); "fake"
-#                          for the bundle's fake driver, or a path. With a
-#                          fake (a name containing "fakecuda") every step
-#                          runs on it: CPU emulation, to test the bundle on
-#                          a machine without a GPU.
+#   GPUSTREAM_BACKEND      cuda or hip (default: CUDA where its driver is
+#                          usable, else HIP where its runtime finds a GPU)
+#   GPUSTREAM_CUDA_DRIVER  the CUDA driver (default libcuda.so.1); "fake"
+#                          for the bundle's fake driver, or a path
+#   GPUSTREAM_HIP_RUNTIME  the HIP runtime (default libamdhip64.so.6, then
+#                          .so.5); "fake" for the bundle's fake, or a path.
+#                          With a fake (a file name starting "libfake") every
+#                          step runs on it: CPU emulation, to test the bundle
+#                          on a machine without a GPU.
 #   OUT                    a folder: receives run.log, each step's log and
 #                          summary.txt.
 # Exit status: 0 when every step passed (or was skipped for want of a
@@ -255,22 +265,32 @@ if [[ -n "$missing" ]]; then
   exit 1
 fi
 
-driver="${GPUSTREAM_CUDA_DRIVER:-libcuda.so.1}"
-[[ "$driver" == fake ]] && driver="$here/testdata/gpustream/tests/fake_cuda/libfakecuda.so"
-fake=""
-[[ "${driver##*/}" == *fakecuda* ]] && fake=1
+cuda_driver="${GPUSTREAM_CUDA_DRIVER:-libcuda.so.1}"
+[[ "$cuda_driver" == fake ]] && cuda_driver="$here/testdata/gpustream/tests/fake_cuda/libfakecuda.so"
+hip_runtime="${GPUSTREAM_HIP_RUNTIME:-}"
+[[ "$hip_runtime" == fake ]] && hip_runtime="$here/testdata/gpustream/tests/fake_hip/libfakehip.so"
+backend="${GPUSTREAM_BACKEND:-}"
+case "$backend" in
+  "" | cuda | hip) ;;
+  *) say "FAIL: GPUSTREAM_BACKEND=$backend: expected cuda or hip"; exit 1 ;;
+esac
 
-# The conformance suite's cuda_fake case loads
-# $TEST_SRCDIR/gpustream/tests/fake_cuda/libfakecuda.so: point it at the
-# chosen fake (or the bundle's), as Bazel's runfiles would.
+# The conformance suite's fake cases load
+# $TEST_SRCDIR/gpustream/tests/fake_{cuda,hip}/libfake*.so: point them at the
+# chosen fakes (or the bundle's), as Bazel's runfiles would.
 srcdir="$work/runfiles"
-mkdir -p "$srcdir/gpustream/tests/fake_cuda"
-if [[ -n "$fake" ]]; then
-  ln -s "$(readlink -f "$driver")" "$srcdir/gpustream/tests/fake_cuda/libfakecuda.so"
-else
-  ln -s "$here/testdata/gpustream/tests/fake_cuda/libfakecuda.so" \
-    "$srcdir/gpustream/tests/fake_cuda/libfakecuda.so"
-fi
+# As the suite's Bazel target sets it: a reset of a faulted context on a
+# fake clears its error, so the recovery cases go on (a real driver
+# ignores the variable).
+export FAKEGPU_RESET_CLEARS_STICKY=1
+for f in tests/fake_cuda/libfakecuda.so tests/fake_hip/libfakehip.so; do
+  mkdir -p "$srcdir/gpustream/${f%/*}"
+  target="$here/testdata/gpustream/$f"
+  for lib in "$cuda_driver" "$hip_runtime"; do
+    [[ "${lib##*/}" == "${f##*/}" ]] && target="$(readlink -f "$lib")"
+  done
+  ln -s "$target" "$srcdir/gpustream/$f"
+done
 
 # Runs the conformance suite on the cases of $1 (a gtest filter); fails on a
 # skipped case (the backend could not be opened) or on none having run.
@@ -304,41 +324,64 @@ summary() {
   } | tee "$logs/summary.txt"
 }
 
-# Is CUDA usable here? gpu_bench --probe opens the driver and device 0.
+# Which GPU is usable here? gpu_bench --probe opens the driver and device 0.
+driver_flags() { # the daemon's and gpu_bench's flags for backend $1
+  if [[ "$1" == cuda ]]; then
+    echo "--cuda_driver=$cuda_driver"
+  elif [[ -n "$hip_runtime" ]]; then
+    echo "--hip_runtime=$hip_runtime"
+  fi
+}
 t0=$SECONDS
-probe_rc=0
-probe="$(timeout "$(limit 30)" "$here/bin/gpu_bench" --probe --cuda_driver="$driver" 2>&1)" || probe_rc=$?
-echo "$probe"
-if ((probe_rc != 0)); then
-  say "no usable CUDA driver ($driver): GPU checks skipped"
-  record SKIP "GPU checks: no usable CUDA driver" $((SECONDS - t0))
-  say "self-test of the bundle instead (CPU backend, bundled fake driver)"
-  conformance '*/cpu:*/cuda_fake'
+probe=""
+for b in ${backend:-cuda hip}; do
+  probe_rc=0
+  probe="$(timeout "$(limit 30)" "$here/bin/gpu_bench" --probe --backend="$b" \
+    $(driver_flags "$b") 2>&1)" || probe_rc=$?
+  echo "$probe"
+  if ((probe_rc == 0)); then
+    backend=$b
+    break
+  fi
+  probe=""
+done
+if [[ -z "$probe" ]]; then
+  say "no usable GPU driver (${backend:-cuda, hip}): GPU checks skipped"
+  record SKIP "GPU checks: no usable GPU driver" $((SECONDS - t0))
+  say "self-test of the bundle instead (CPU backend, bundled fakes)"
+  driver="none"
+  conformance '*/cpu:*/cuda_fake:*/hip_fake'
   summary
-  say "no CUDA driver: GPU checks skipped$([[ $failed == 0 ]] && echo ', self-test passed')"
+  say "no GPU driver: GPU checks skipped$([[ $failed == 0 ]] && echo ', self-test passed')"
   exit "$failed"
 fi
+read -r -a flags <<<"$(driver_flags "$backend")"
+if [[ "$backend" == cuda ]]; then
+  driver="$cuda_driver"
+else
+  driver="${hip_runtime:-libamdhip64.so.6 or .so.5}"
+fi
+fake=""
+[[ "${driver##*/}" == libfake* ]] && fake=1
 record PASS "driver: ${probe##*gpu_bench: }" $((SECONDS - t0))
 [[ -n "$fake" ]] && say "FAKE driver: every figure below is CPU emulation, not a GPU"
 
-# 1. The conformance suite. Its cuda case always opens libcuda.so.1: a
-# driver given by path is found through its folder.
+# 1. The conformance suite. Its real-GPU cases open the vendor's library by
+# name: a driver given by path is found through its folder.
 if [[ -n "$fake" ]]; then
-  conformance '*/cuda_fake'
+  conformance "*/${backend}_fake"
+elif [[ "$driver" == */* ]]; then
+  LD_LIBRARY_PATH="${driver%/*}:$LD_LIBRARY_PATH" conformance "*/$backend"
 else
-  if [[ "$driver" == */* ]]; then
-    LD_LIBRARY_PATH="${driver%/*}:$LD_LIBRARY_PATH" conformance '*/cuda'
-  else
-    conformance '*/cuda'
-  fi
+  conformance "*/$backend"
 fi
 
 # 2. The daemon as a process, with the demo client against it.
 t0=$SECONDS
 sock="$work/gs.sock"
 ready="$work/ready"
-say "gpustreamd --backend=cuda on unix:$sock"
-"$here/bin/gpustreamd" --backend=cuda --cuda_driver="$driver" \
+say "gpustreamd --backend=$backend on unix:$sock"
+"$here/bin/gpustreamd" --backend="$backend" "${flags[@]}" \
   --listen="unix:$sock" --ready_file="$ready" >"$logs/gpustreamd.log" 2>&1 &
 daemon=$!
 wait_until=$((SECONDS + $(limit 30)))
@@ -352,7 +395,7 @@ else
   rc=0
   timeout "$(limit 60)" "$here/bin/demo" --target="unix:$sock" 2>&1 | tee "$logs/demo.log" || rc=$?
   if ((rc == 0)); then
-    record PASS "gpustreamd --backend=cuda serves: demo client passed" $((SECONDS - t0))
+    record PASS "gpustreamd --backend=$backend serves: demo client passed" $((SECONDS - t0))
   else
     record FAIL "demo client against gpustreamd (exit $rc)" $((SECONDS - t0))
   fi
@@ -381,7 +424,7 @@ sed 's/^/  /' "$logs/gpustreamd.log" | head -n 20 || true
 # 3. The benchmark.
 t0=$SECONDS
 rc=0
-timeout "$(limit 180)" "$here/bin/gpu_bench" --cuda_driver="$driver" 2>&1 |
+timeout "$(limit 180)" "$here/bin/gpu_bench" --backend="$backend" "${flags[@]}" 2>&1 |
   tee "$logs/gpu_bench.log" || rc=$?
 if ((rc != 0)); then
   record FAIL "gpu_bench (exit $rc)" $((SECONDS - t0))
@@ -398,7 +441,7 @@ chmod +x "$bundle/run.sh"
 
 # The bundle must stand alone: with only its own folders on the library
 # path, every non-glibc library of every shipped file resolves inside it.
-leaks="$(for f in "$bundle"/bin/* "$bundle"/testdata/gpustream/$fake; do
+leaks="$(for f in "$bundle"/bin/* "${fakes[@]/#/$bundle/testdata/gpustream/}"; do
   # The pattern travels in the environment: awk -v would eat its escapes.
   env -i LD_LIBRARY_PATH="$bundle/lib:$bundle/lib/cxx" ldd "$f" |
     RE="$glibc_re" awk -v f="${f##*/}" -v b="$bundle/" \
