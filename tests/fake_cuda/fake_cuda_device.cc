@@ -1,9 +1,7 @@
 // libfakecuda's initialization and device attributes: cuInit reads the CUDA
 // knobs and initializes the emulated GPU; cuDeviceGetAttribute describes an
 // H100-class device with the emulation's limits.
-#include <cerrno>
-#include <cstdio>
-#include <cstdlib>
+#include <cstdint>
 
 #include "tests/fake_cuda/fake_api.h"
 #include "tests/fake_cuda/fake_cuda_skin.h"
@@ -13,29 +11,21 @@ namespace fakecuda {
 namespace {
 
 using fakegpu::kDeviceLimits;
+using fakegpu::ParseEnv;
 
 // The compute capability the first successful cuInit read.
 int g_compute_capability = 90;
 
-// Parses the decimal environment variable `name` into *out (left alone if
-// unset); false, after saying why on stderr, if it is not in [min, max].
-bool ParseEnv(const char* name, uint64_t min, uint64_t max, uint64_t* out) {
-  const char* text = std::getenv(name);
-  if (text == nullptr) return true;
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long value = std::strtoull(text, &end, 10);
-  if (errno != 0 || end == text || *end != '\0' || text[0] == '-' ||
-      value < min || value > max) {
-    std::fprintf(stderr,
-                 "libfakecuda: %s=\"%s\" is not a number in [%llu, %llu]\n",
-                 name, text, static_cast<unsigned long long>(min),
-                 static_cast<unsigned long long>(max));
-    return false;
-  }
-  *out = value;
+// The emulation is CUDA's from the moment the library is loaded: its
+// messages name libfakecuda, before cuInit too.
+const bool g_skinned = [] {
+  fakegpu::Skin skin;
+  skin.library = "libfakecuda";
+  skin.connections_env = "CUDA_DEVICE_MAX_CONNECTIONS";
+  skin.default_connections = 8;
+  fakegpu::SetSkin(skin);
   return true;
-}
+}();
 
 }  // namespace
 
@@ -55,15 +45,7 @@ int ComputeCapability() { return g_compute_capability; }
 // CUDA_DEVICE_MAX_CONNECTIONS hardware queues (default 8). The emulation
 // reads its knobs once; so is the compute capability.
 CUresult Fake_cuInit(unsigned int flags) {
-  static const bool skinned = [] {
-    fakegpu::Skin skin;
-    skin.library = "libfakecuda";
-    skin.connections_env = "CUDA_DEVICE_MAX_CONNECTIONS";
-    skin.default_connections = 8;
-    fakegpu::SetSkin(skin);
-    return true;
-  }();
-  (void)skinned;
+  (void)g_skinned;
   uint64_t version = 0;
   uint64_t compute_capability = 90;
   if (!ParseEnv("FAKECUDA_DRIVER_VERSION", 1000, 99000, &version) ||

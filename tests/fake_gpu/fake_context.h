@@ -43,6 +43,11 @@ struct Config {
   bool reset_clears_sticky = false;
 };
 
+// Parses the decimal environment variable `name` into *out (left alone if
+// unset); false, after saying why on stderr (as the skin's library), if it
+// is not in [min, max]. For the skins' knobs too.
+bool ParseEnv(const char* name, uint64_t min, uint64_t max, uint64_t* out);
+
 // Reports a use of the driver that a real driver would punish with a
 // deadlock or undefined behaviour (a driver call inside a host function, a
 // handle of a reset context), then aborts: a test must fail, loudly.

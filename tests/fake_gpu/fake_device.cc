@@ -19,8 +19,23 @@ std::atomic<const Config*> g_config{nullptr};
 std::mutex g_init_mu;
 thread_local bool t_in_host_function = false;
 
-// Parses the decimal environment variable `name` into *out (left alone if
-// unset); false, after saying why on stderr, if it is not in [min, max].
+// The skin's hardware-queue variable (CUDA_DEVICE_MAX_CONNECTIONS,
+// GPU_MAX_HW_QUEUES) as the driver reads it at init: a number in [1, 32];
+// above 32 is 32; anything else (unset, malformed, below 1) is the skin's
+// default.
+int MaxConnections() {
+  const int kDefault = GetSkin().default_connections;
+  const char* env = GetSkin().connections_env;
+  const char* text = env != nullptr ? std::getenv(env) : nullptr;
+  if (text == nullptr) return kDefault;
+  char* end = nullptr;
+  const long value = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || value < 1) return kDefault;
+  return static_cast<int>(value > 32 ? 32 : value);
+}
+
+}  // namespace
+
 bool ParseEnv(const char* name, uint64_t min, uint64_t max, uint64_t* out) {
   const char* text = std::getenv(name);
   if (text == nullptr) return true;
@@ -38,23 +53,6 @@ bool ParseEnv(const char* name, uint64_t min, uint64_t max, uint64_t* out) {
   *out = value;
   return true;
 }
-
-// The skin's hardware-queue variable (CUDA_DEVICE_MAX_CONNECTIONS,
-// GPU_MAX_HW_QUEUES) as the driver reads it at init: a number in [1, 32];
-// above 32 is 32; anything else (unset, malformed, below 1) is the skin's
-// default.
-int MaxConnections() {
-  const int kDefault = GetSkin().default_connections;
-  const char* env = GetSkin().connections_env;
-  const char* text = env != nullptr ? std::getenv(env) : nullptr;
-  if (text == nullptr) return kDefault;
-  char* end = nullptr;
-  const long value = std::strtol(text, &end, 10);
-  if (end == text || *end != '\0' || value < 1) return kDefault;
-  return static_cast<int>(value > 32 ? 32 : value);
-}
-
-}  // namespace
 
 const Config* GetConfig() { return g_config.load(std::memory_order_acquire); }
 
