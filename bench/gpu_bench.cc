@@ -33,6 +33,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "bench/bench_util.h"
 #include "server/backend/backend_factory.h"
@@ -107,8 +108,8 @@ class Native {
   Native() = default;
 
   backend::DirectGpuDriver direct_;
-  const backend::GpuDriver* d_ = nullptr;  // direct_.driver
-  bool retained_ = false;
+  const backend::GpuDriver* d_ = nullptr;        // direct_.driver
+  backend::GpuContextHandle context_ = nullptr;  // retained
   backend::GpuModuleHandle module_ = nullptr;
   backend::GpuFunctionHandle noop_ = nullptr;
   backend::GpuFunctionHandle add_u64_ = nullptr;
@@ -131,8 +132,8 @@ absl::StatusOr<std::unique_ptr<Native>> Native::Open(
   if (*count == 0) return absl::UnavailableError("no device");
   absl::StatusOr<backend::GpuContextHandle> context = d.PrimaryContextRetain(0);
   if (!context.ok()) return context.status();
-  n->retained_ = true;
-  if (absl::Status s = d.SetCurrent(*context); !s.ok()) return s;
+  n->context_ = *context;
+  if (absl::Status s = d.SetCurrent(n->context_); !s.ok()) return s;
   absl::StatusOr<backend::GpuDeviceProperties> properties =
       d.DeviceProperties(0);
   if (!properties.ok()) return properties.status();
@@ -161,11 +162,20 @@ absl::StatusOr<std::unique_ptr<Native>> Native::Open(
                                      ? ""
                                      : absl::StrCat(" (", info.arch, ")"),
                                  ", ", d.Describe());
+  // The library's file name, not its path: a path would swamp the summary.
+  if (const std::string path =
+          options.backend == "hip" ? options.hip_runtime : options.cuda_driver;
+      path.find('/') != std::string::npos) {
+    absl::StrReplaceAll({{path.substr(0, path.rfind('/') + 1), ""}},
+                        &n->description_);
+  }
   return n;
 }
 
 Native::~Native() {
-  if (d_ == nullptr || !retained_) return;
+  if (d_ == nullptr || context_ == nullptr) return;
+  // The daemon's devices made their own contexts current on this thread.
+  (void)d_->SetCurrent(context_);
   if (stream_ != nullptr) {
     (void)d_->StreamSynchronize(stream_);
     (void)d_->StreamDestroy(stream_);
@@ -382,6 +392,12 @@ int Run() {
     _exit(3);
   }).detach();
 
+  if (absl::GetFlag(FLAGS_backend) != "cuda" &&
+      absl::GetFlag(FLAGS_backend) != "hip") {
+    std::fprintf(stderr, "gpu_bench: --backend=%s: expected cuda or hip\n",
+                 absl::GetFlag(FLAGS_backend).c_str());
+    return 2;
+  }
   const backend::BackendOptions options{
       .backend = absl::GetFlag(FLAGS_backend),
       .cuda_driver = absl::GetFlag(FLAGS_cuda_driver),

@@ -205,6 +205,11 @@ def main():
         failed = True
         print("check_skips: the CUDA toolkit is here but the fake driver's "
               "tests did not run", file=sys.stderr)
+    if not os.path.exists(os.path.join(testlogs, "server", "backend", "hip",
+                                       "hip_module_fake_test", "test.log")):
+        failed = True
+        print("check_skips: the fake HIP runtime's module tests did not run",
+              file=sys.stderr)
     return 1 if failed else 0
 
 

@@ -20,15 +20,15 @@ std::vector<std::string> BackendsUnderTest();
 // The path of libfakecuda.so in the test's runfiles ("" in a build without
 // CUDA support).
 std::string FakeCudaDriverPath();
-// The path of libfakehip.so likewise (built where libfakecuda.so is).
+// The path of libfakehip.so likewise (built everywhere).
 std::string FakeHipRuntimePath();
 
 // The daemon flags that select `backend` ({"--backend=cpu"}, ...).
 std::vector<std::string> DaemonFlagsFor(const std::string& backend);
 
 // Why `backend` is absent here, for GTEST_SKIP(); OK where its cases must
-// run. Absent means only: a fake in a build without CUDA support (the
-// fakes need cuda.h), a CUDA backend in such a build, (real "cuda") no
+// run. Absent means only: the CUDA backend or its fake in a build without
+// CUDA support (the HIP fake is never absent), (real "cuda") no
 // libcuda.so.1 that the dynamic loader finds, as a user's process would
 // look for it, or (real "hip") no libamdhip64 it finds, or one that finds
 // no device (Debian installs the runtime with its headers). Anything else that

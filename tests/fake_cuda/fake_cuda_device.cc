@@ -1,7 +1,9 @@
 // libfakecuda's initialization and device attributes: cuInit reads the CUDA
 // knobs and initializes the emulated GPU; cuDeviceGetAttribute describes an
 // H100-class device with the emulation's limits.
+#include <atomic>
 #include <cstdint>
+#include <mutex>
 
 #include "tests/fake_cuda/fake_api.h"
 #include "tests/fake_cuda/fake_cuda_skin.h"
@@ -13,8 +15,11 @@ namespace {
 using fakegpu::kDeviceLimits;
 using fakegpu::ParseEnv;
 
-// The compute capability the first successful cuInit read.
-int g_compute_capability = 90;
+// Serializes cuInit's reading of the CUDA knobs with the emulation's init.
+std::mutex g_init_mu;
+// The compute capability, stored before the emulation publishes its
+// configuration: whoever sees an initialized device sees it.
+std::atomic<int> g_compute_capability{90};
 
 // The emulation is CUDA's from the moment the library is loaded: its
 // messages name libfakecuda, before cuInit too.
@@ -38,7 +43,9 @@ int DriverVersion() {
   return static_cast<int>(version);
 }
 
-int ComputeCapability() { return g_compute_capability; }
+int ComputeCapability() {
+  return g_compute_capability.load(std::memory_order_acquire);
+}
 
 // Checks FAKECUDA_DRIVER_VERSION and reads FAKECUDA_COMPUTE_CAPABILITY (major
 // * 10 + minor, 30..129), then initializes the emulation as CUDA's, with
@@ -46,18 +53,19 @@ int ComputeCapability() { return g_compute_capability; }
 // reads its knobs once; so is the compute capability.
 CUresult Fake_cuInit(unsigned int flags) {
   (void)g_skinned;
-  uint64_t version = 0;
-  uint64_t compute_capability = 90;
-  if (!ParseEnv("FAKECUDA_DRIVER_VERSION", 1000, 99000, &version) ||
-      !ParseEnv("FAKECUDA_COMPUTE_CAPABILITY", 30, 129, &compute_capability)) {
-    return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(g_init_mu);
+  if (fakegpu::GetConfig() == nullptr) {  // Read once, as the emulation does.
+    uint64_t version = 0;
+    uint64_t compute_capability = 90;
+    if (!ParseEnv("FAKECUDA_DRIVER_VERSION", 1000, 99000, &version) ||
+        !ParseEnv("FAKECUDA_COMPUTE_CAPABILITY", 30, 129,
+                  &compute_capability)) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    g_compute_capability.store(static_cast<int>(compute_capability),
+                               std::memory_order_release);
   }
-  const bool first = fakegpu::GetConfig() == nullptr;
-  const fakegpu::Result r = fakegpu::Init(flags);
-  if (r == fakegpu::Result::kSuccess && first) {
-    g_compute_capability = static_cast<int>(compute_capability);
-  }
-  return ToCu(r);
+  return ToCu(fakegpu::Init(flags));
 }
 
 CUresult Fake_cuDriverGetVersion(int* version) {

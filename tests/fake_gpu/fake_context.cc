@@ -97,9 +97,9 @@ void DrainContext(Context& ctx) {
 void Context::Fault(Result error) {
   if (GetSkin().fault_aborts) {
     std::fprintf(stderr,
-                 "%s: device work faulted (error %d): a queue error aborts "
-                 "the process, as ROCm 5.2's runtime does\n",
-                 GetSkin().library, static_cast<int>(error));
+                 "%s: device work faulted (%s): a queue error aborts the "
+                 "process, as ROCm 5.2's runtime does\n",
+                 GetSkin().library, ResultName(error));
     std::fflush(stderr);
     std::abort();
   }

@@ -54,6 +54,33 @@ bool ParseEnv(const char* name, uint64_t min, uint64_t max, uint64_t* out) {
   return true;
 }
 
+const char* ResultName(Result result) {
+  switch (result) {
+#define FAKEGPU_RESULT_NAME(r) \
+  case Result::r:              \
+    return #r;
+    FAKEGPU_RESULT_NAME(kSuccess)
+    FAKEGPU_RESULT_NAME(kInvalidValue)
+    FAKEGPU_RESULT_NAME(kOutOfMemory)
+    FAKEGPU_RESULT_NAME(kNotInitialized)
+    FAKEGPU_RESULT_NAME(kNoDevice)
+    FAKEGPU_RESULT_NAME(kInvalidDevice)
+    FAKEGPU_RESULT_NAME(kInvalidImage)
+    FAKEGPU_RESULT_NAME(kInvalidContext)
+    FAKEGPU_RESULT_NAME(kInvalidHandle)
+    FAKEGPU_RESULT_NAME(kNotFound)
+    FAKEGPU_RESULT_NAME(kNotReady)
+    FAKEGPU_RESULT_NAME(kNotSupported)
+    FAKEGPU_RESULT_NAME(kContextIsDestroyed)
+    FAKEGPU_RESULT_NAME(kLaunchOutOfResources)
+    FAKEGPU_RESULT_NAME(kIllegalAddress)
+    FAKEGPU_RESULT_NAME(kMisalignedAddress)
+    FAKEGPU_RESULT_NAME(kLaunchFailed)
+#undef FAKEGPU_RESULT_NAME
+  }
+  return "an unknown result";
+}
+
 const Config* GetConfig() { return g_config.load(std::memory_order_acquire); }
 
 namespace {

@@ -38,6 +38,9 @@ enum class Result {
   kLaunchFailed,
 };
 
+// The result's name as the enumerator spells it ("kIllegalAddress").
+const char* ResultName(Result result);
+
 // Opaque handles: tokens naming objects in the emulation's registries
 // (fake_registry.h), never pointers, never reused.
 typedef struct ContextHandle_* ContextHandle;
@@ -115,7 +118,7 @@ Result CtxGetCurrent(ContextHandle* pctx);
 Result CtxCheckCurrent();
 Result CtxSynchronize();
 Result ContextSynchronize(ContextHandle handle);
-// 0 (least) .. -2 (greatest).
+// 0 (least) .. -5 (greatest).
 Result CtxGetStreamPriorityRange(int* least, int* greatest);
 
 // Streams.

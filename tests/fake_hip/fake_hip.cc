@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <string_view>
 
@@ -265,6 +266,27 @@ gpu::FunctionHandle Gpu(api::Function* f) {
 gpu::ModuleHandle Gpu(api::Module* m) { return Handle<gpu::ModuleHandle>(m); }
 gpu::DevicePtr Gpu(void* p) { return reinterpret_cast<gpu::DevicePtr>(p); }
 
+// Results into a void* device pointer: the emulation's DevicePtr is an
+// integer.
+template <class Call>
+Error IntoPointer(void** out, Call call) {
+  if (out == nullptr) return ToHip(call(nullptr));
+  gpu::DevicePtr ptr = 0;
+  const Error e = ToHip(call(&ptr));
+  if (e == api::kSuccess) *out = reinterpret_cast<void*>(ptr);
+  return e;
+}
+
+// hipModuleLaunchKernel's `extra` markers (hip_runtime_api.h): the buffer
+// markers are the emulation's, the end marker is not.
+void* const kHipLaunchParamEnd = reinterpret_cast<void*>(0x03);
+static_assert(sizeof(void*) == 8);
+
+// hipFunction_attribute values the emulation models beyond hip_api.h's,
+// and the end of the enum (driver_types.h).
+constexpr int kHipFuncAttributeNumRegs = 4;
+constexpr int kHipFuncAttributeMax = 10;
+
 }  // namespace
 
 // The exported symbols, with hip_api.h's declarations.
@@ -333,13 +355,30 @@ FAKEHIP_EXPORT Error hipDeviceTotalMem(size_t* bytes, api::Device dev) {
 FAKEHIP_EXPORT Error hipDeviceGetAttribute(int* value,
                                            api::DeviceAttribute attribute,
                                            int device) {
-  // The device must exist; then the value.
+  // As ROCclr checks: the value pointer and the attribute, then the device.
+  if (value == nullptr) return api::kErrorInvalidValue;
+  switch (attribute) {
+    case api::kAttrComputeCapabilityMajor:
+    case api::kAttrMaxSharedMemoryPerBlock:
+    case api::kAttrMaxBlockDimX:
+    case api::kAttrMaxBlockDimY:
+    case api::kAttrMaxBlockDimZ:
+    case api::kAttrMaxGridDimX:
+    case api::kAttrMaxGridDimY:
+    case api::kAttrMaxGridDimZ:
+    case api::kAttrMaxThreadsPerBlock:
+    case api::kAttrMultiprocessorCount:
+    case api::kAttrMemoryPoolsSupported:
+    case api::kAttrCanUseStreamWaitValue:
+      break;
+    default:
+      return api::kErrorInvalidValue;
+  }
   bool wait_value = false;
   if (gpu::Result r = gpu::DeviceCanWaitValue(device, &wait_value);
       r != gpu::Result::kSuccess) {
     return ToHip(r);
   }
-  if (value == nullptr) return api::kErrorInvalidValue;
   const gpu::DeviceLimits& limits = gpu::kDeviceLimits;
   switch (attribute) {
     case api::kAttrComputeCapabilityMajor:
@@ -481,7 +520,8 @@ FAKEHIP_EXPORT Error hipEventElapsedTime(float* ms, api::Event* start,
 }
 
 FAKEHIP_EXPORT Error hipMalloc(void** ptr, size_t size) {
-  return ToHip(gpu::MemAlloc(Handle<gpu::DevicePtr*>(ptr), size));
+  return IntoPointer(ptr,
+                     [&](gpu::DevicePtr* p) { return gpu::MemAlloc(p, size); });
 }
 
 FAKEHIP_EXPORT Error hipFree(void* ptr) {
@@ -490,8 +530,9 @@ FAKEHIP_EXPORT Error hipFree(void* ptr) {
 
 FAKEHIP_EXPORT Error hipMallocAsync(void** ptr, size_t size,
                                     api::Stream* stream) {
-  return ToHip(
-      gpu::MemAllocAsync(Handle<gpu::DevicePtr*>(ptr), size, Gpu(stream)));
+  return IntoPointer(ptr, [&](gpu::DevicePtr* p) {
+    return gpu::MemAllocAsync(p, size, Gpu(stream));
+  });
 }
 
 FAKEHIP_EXPORT Error hipFreeAsync(void* ptr, api::Stream* stream) {
@@ -509,8 +550,9 @@ FAKEHIP_EXPORT Error hipHostFree(void* ptr) {
 
 FAKEHIP_EXPORT Error hipHostGetDevicePointer(void** device_ptr, void* host_ptr,
                                              unsigned int flags) {
-  return ToHip(gpu::MemHostGetDevicePointer(Handle<gpu::DevicePtr*>(device_ptr),
-                                            host_ptr, flags));
+  return IntoPointer(device_ptr, [&](gpu::DevicePtr* p) {
+    return gpu::MemHostGetDevicePointer(p, host_ptr, flags);
+  });
 }
 
 FAKEHIP_EXPORT Error hipMemGetInfo(size_t* free, size_t* total) {
@@ -578,11 +620,18 @@ FAKEHIP_EXPORT Error hipModuleGetFunction(api::Function** function,
   return api::kSuccess;
 }
 
-// Attributes the emulation does not model read as 0.
+// Attributes the emulation does not model read as 0; values outside HIP's
+// enum are invalid.
 FAKEHIP_EXPORT Error hipFuncGetAttribute(int* value,
                                          api::FunctionAttribute attribute,
                                          api::Function* function) {
+  if (attribute < 0 || attribute >= kHipFuncAttributeMax) {
+    return api::kErrorInvalidValue;
+  }
   gpu::FunctionAttribute gpu_attribute = gpu::FunctionAttribute::kOther;
+  if (attribute == kHipFuncAttributeNumRegs) {
+    gpu_attribute = gpu::FunctionAttribute::kNumRegs;
+  }
   switch (attribute) {
     case api::kFuncMaxThreadsPerBlock:
       gpu_attribute = gpu::FunctionAttribute::kMaxThreadsPerBlock;
@@ -593,6 +642,8 @@ FAKEHIP_EXPORT Error hipFuncGetAttribute(int* value,
     case api::kFuncMaxDynamicSharedSizeBytes:
       gpu_attribute = gpu::FunctionAttribute::kMaxDynamicSharedSizeBytes;
       break;
+    default:
+      break;
   }
   return ToHip(gpu::FuncGetAttribute(value, gpu_attribute, Gpu(function)));
 }
@@ -602,6 +653,19 @@ FAKEHIP_EXPORT Error hipModuleLaunchKernel(
     unsigned int grid_z, unsigned int block_x, unsigned int block_y,
     unsigned int block_z, unsigned int shared_bytes, api::Stream* stream,
     void** params, void** extra) {
+  // HIP ends `extra` with HIP_LAUNCH_PARAM_END (0x03): translate the list
+  // (pairs of a marker and a value) into the emulation's.
+  void* translated[16];
+  if (extra != nullptr) {
+    size_t n = 0;
+    for (; extra[n] != kHipLaunchParamEnd; n += 2) {
+      if (n + 3 > std::size(translated)) return api::kErrorInvalidValue;
+      translated[n] = extra[n];
+      translated[n + 1] = extra[n + 1];
+    }
+    translated[n] = gpu::kLaunchParamEnd;
+    extra = translated;
+  }
   return ToHip(gpu::LaunchKernel(Gpu(function), grid_x, grid_y, grid_z, block_x,
                                  block_y, block_z, shared_bytes, Gpu(stream),
                                  params, extra));

@@ -15,6 +15,7 @@
 #include "server/backend/gpu/gpu_device.h"
 #include "server/backend/gpu/gpu_module.h"
 #include "server/backend/hip/hip_backend.h"
+#include "server/backend/hip/hip_driver.h"
 #include "server/modules/module_manifest.h"
 
 namespace gpustream::backend {
@@ -83,6 +84,49 @@ TEST_F(HipModuleFakeTest, EachBuiltArchitectureRunsItsOwnEntry) {
   uint64_t value = 0;
   std::memcpy(&value, result->data->data(), 8);
   EXPECT_EQ(value, 9u);
+}
+
+// HIP ends a launch's `extra` list with HIP_LAUNCH_PARAM_END, (void*)3, not
+// CUDA's NULL: the runtime reads the argument buffer up to it.
+TEST_F(HipModuleFakeTest, ExtraArgumentsEndWithHipsOwnMarker) {
+  setenv("FAKEHIP_ARCH", "gfx90a", 1);
+  auto runtime = OpenHipRuntime(FakeHipRuntimePath());
+  ASSERT_TRUE(runtime.ok()) << runtime.status();
+  const HipDriver& hip = (*runtime)->table();
+  hipapi::Context* context = nullptr;
+  ASSERT_EQ(hip.hipDevicePrimaryCtxRetain(&context, 0), hipapi::kSuccess);
+  ASSERT_EQ(hip.hipCtxSetCurrent(context), hipapi::kSuccess);
+  hipapi::Module* module = nullptr;
+  ASSERT_EQ(hip.hipModuleLoadData(&module, HipEmbeddedSamples().image.data()),
+            hipapi::kSuccess);
+  hipapi::Function* add = nullptr;
+  ASSERT_EQ(hip.hipModuleGetFunction(&add, module, "add_u64"),
+            hipapi::kSuccess);
+  hipapi::Stream* stream = nullptr;
+  ASSERT_EQ(hip.hipStreamCreateWithPriority(&stream, 1, 0), hipapi::kSuccess);
+  void* counter = nullptr;
+  ASSERT_EQ(hip.hipMalloc(&counter, 8), hipapi::kSuccess);
+  ASSERT_EQ(hip.hipMemsetD32Async(counter, 0, 2, stream), hipapi::kSuccess);
+  struct {
+    void* counter;
+    uint64_t value;
+  } args{counter, 5};
+  size_t size = sizeof(args);
+  void* extra[] = {reinterpret_cast<void*>(1), &args,
+                   reinterpret_cast<void*>(2), &size,
+                   reinterpret_cast<void*>(3)};
+  ASSERT_EQ(hip.hipModuleLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, stream, nullptr,
+                                      extra),
+            hipapi::kSuccess);
+  uint64_t value = 0;
+  ASSERT_EQ(hip.hipMemcpyDtoHAsync(&value, counter, 8, stream),
+            hipapi::kSuccess);
+  ASSERT_EQ(hip.hipStreamSynchronize(stream), hipapi::kSuccess);
+  EXPECT_EQ(value, 5u);
+  EXPECT_EQ(hip.hipFree(counter), hipapi::kSuccess);
+  EXPECT_EQ(hip.hipStreamDestroy(stream), hipapi::kSuccess);
+  EXPECT_EQ(hip.hipModuleUnload(module), hipapi::kSuccess);
+  EXPECT_EQ(hip.hipDevicePrimaryCtxRelease(0), hipapi::kSuccess);
 }
 
 // An MI300 (gfx942) has no code in the bundle: the device opens without
