@@ -482,6 +482,27 @@ int Run(int argc, char** argv) {
   for (const absl::Status& refused : (*core)->RefusedModules()) {
     log::Error("module_refused").Status(refused);
   }
+  // Kernels without declared extents can reach past their buffers.
+  v1::ListModulesResponse listed;
+  if ((*core)->ListModules(v1::ListModulesRequest(), &listed).ok()) {
+    for (const v1::Module& m : listed.modules()) {
+      std::vector<std::string> unchecked;
+      for (const v1::Kernel& k : m.kernels()) {
+        if (!k.checked()) unchecked.push_back(k.name());
+      }
+      if (unchecked.empty()) continue;
+      log::Warning("module_unchecked_kernels")
+          .Str("module", m.name())
+          .Str("backend", m.backend())
+          .Str("kernels", absl::StrJoin(unchecked, ","))
+          .Str("meaning",
+               tenants_configured
+                   ? "a BUFFER param declares no extent: only tenants with "
+                     "allow_unchecked_kernels may launch these"
+                   : "a BUFFER param declares no extent: a launch can reach "
+                     "past its buffers");
+    }
+  }
 
   // Metrics first, so a busy --metrics_listen port stops the daemon before
   // it accepts any call.

@@ -20,6 +20,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "gtest/gtest.h"
+#include "server/tenants/tenant_registry.h"
 #include "tests/backend_daemon.h"
 #include "tests/conformance/backend_under_test.h"
 #include "tests/daemon_process.h"
@@ -823,6 +824,65 @@ TEST(DaemonTest, OperatorModuleFolderIsLoaded) {
   auto total = q.read<uint64_t>(*sum, 1);
   ASSERT_TRUE(total.ok());
   EXPECT_EQ((*total)[0], 6u);
+}
+
+// A kernel with a BUFFER param that declares no extent is unchecked
+// (ListModules says so, the log warns); with tenants configured only a
+// tenant allowed unchecked kernels may launch it: the others get
+// PERMISSION_DENIED naming the kernel and the tenant.
+TEST(DaemonTest, UncheckedKernelsNeedTheTenantsPermission) {
+  const std::string config = testing::TempPath(".txtpb");
+  std::ofstream(config) << absl::StrCat(
+      "tenants { name: \"alice\" token_sha256: \"",
+      tenants::Sha256Hex("alice-token"),
+      "\" }\ntenants { name: \"bob\" allow_unchecked_kernels: true "
+      "token_sha256: \"",
+      tenants::Sha256Hex("bob-token"), "\" }\n");
+  auto daemon = testing::StartDaemonOn(
+      "cpu", {"--config=" + config,
+              "--modules=" + testing::RunfilePath("tests/modules")});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  for (const auto& [token, allowed] :
+       {std::pair<std::string, bool>{"alice-token", false},
+        std::pair<std::string, bool>{"bob-token", true}}) {
+    SCOPED_TRACE(token);
+    auto c = Client::Connect((*daemon)->tcp_target(), {.token = token});
+    ASSERT_TRUE(c.ok()) << c.status();
+    auto modules = c->list_modules();
+    ASSERT_TRUE(modules.ok()) << modules.status();
+    for (const v1::Module& m : *modules) {
+      for (const v1::Kernel& k : m.kernels()) {
+        EXPECT_EQ(k.checked(), k.name() != "iota_i64") << k.name();
+      }
+    }
+    auto session = c->open_session();
+    ASSERT_TRUE(session.ok()) << session.status();
+    auto out = (*session)->allocate(8 * 4);
+    auto sum = (*session)->allocate(8);
+    ASSERT_TRUE(out.ok() && sum.ok());
+    client::Queue& q = (*session)->default_queue();
+    q.launch("testmod", "iota_i64", {1}, {4}, {*out, int64_t{10}, 2.5});
+    const absl::Status iota = q.synchronize(absl::Seconds(10));
+    if (allowed) {
+      EXPECT_TRUE(iota.ok()) << iota;
+      auto values = q.read<int64_t>(*out, 4);
+      ASSERT_TRUE(values.ok()) << values.status();
+      EXPECT_EQ(*values, (std::vector<int64_t>{10, 12, 15, 17}));
+    } else {
+      EXPECT_EQ(iota.code(), absl::StatusCode::kPermissionDenied) << iota;
+      EXPECT_THAT(iota.message(), HasSubstr("kernel testmod.iota_i64"));
+      EXPECT_THAT(iota.message(), HasSubstr("tenant 'alice'"));
+    }
+    // A checked kernel of the same module runs for every tenant.
+    q.launch("testmod", "sum_bytes", {1}, {1},
+             {*sum, client::Arg::Bytes(std::string("\x01\x02", 2))});
+    auto total = q.read<uint64_t>(*sum, 1);
+    ASSERT_TRUE(total.ok()) << total.status();
+    EXPECT_EQ((*total)[0], 3u);
+  }
+  EXPECT_THAT((*daemon)->log(), HasSubstr("event=module_unchecked_kernels"));
+  EXPECT_THAT((*daemon)->log(), HasSubstr("kernels=iota_i64"));
+  std::remove(config.c_str());
 }
 
 // A CUDA module is an image plus a manifest that matches it: an image

@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstring>
 #include <fstream>
+#include <functional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -379,6 +380,98 @@ TEST_P(ErrorTableTest, OutOfRange) {
     s = Sync();
     EXPECT_TRUE(s.ok()) << s.error_message();
   }
+}
+
+// Every sample kernel's buffer arguments are checked against the extents
+// its module declares, before the device sees the launch: one element too
+// many, or an offset that pushes the last one past the end, is OUT_OF_RANGE
+// naming the kernel, the param, the extent and the buffer's size; an exact
+// fit runs.
+TEST_P(ErrorTableTest, OutOfRangeExtents) {
+  // Buffer 20 holds 4 words; 21 and 22 (the other operands) 16.
+  ASSERT_TRUE(Alloc(alice_, "alice-token", 20, 16).ok());
+  ASSERT_TRUE(Alloc(alice_, "alice-token", 21, 64).ok());
+  ASSERT_TRUE(Alloc(alice_, "alice-token", 22, 64).ok());
+  const auto buffer = [](v1::LaunchKernelRequest& req, uint64_t id,
+                         uint64_t offset) {
+    v1::BufferArg* b = req.add_args()->mutable_buffer();
+    b->set_buffer_id(id);
+    b->set_offset(offset);
+  };
+  // Each kernel with n 4-byte elements from `offset` into buffer 20.
+  struct Case {
+    std::string kernel;
+    std::string param;  // of buffer 20
+    std::function<void(v1::LaunchKernelRequest&, uint64_t n, uint64_t offset)>
+        args;
+  };
+  const Case cases[] = {
+      {"vector_add_f32", "param 2",
+       [&](v1::LaunchKernelRequest& r, uint64_t n, uint64_t offset) {
+         buffer(r, 21, 0);
+         buffer(r, 22, 0);
+         buffer(r, 20, offset);
+         r.add_args()->set_u64(n);
+       }},
+      {"saxpy_f32", "param 2",
+       [&](v1::LaunchKernelRequest& r, uint64_t n, uint64_t offset) {
+         r.add_args()->set_f32(2);
+         buffer(r, 21, 0);
+         buffer(r, 20, offset);
+         r.add_args()->set_u64(n);
+       }},
+      {"fill_u32", "param 0",
+       [&](v1::LaunchKernelRequest& r, uint64_t n, uint64_t offset) {
+         buffer(r, 20, offset);
+         r.add_args()->set_u32(7);
+         r.add_args()->set_u64(n);
+       }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.kernel);
+    auto launch = [&](uint64_t n, uint64_t offset) {
+      v1::LaunchKernelRequest req = Launch(c.kernel);
+      req.mutable_grid()->set_x(4);
+      c.args(req, n, offset);
+      return Call(&Stub::LaunchKernel, req, &launched_);
+    };
+    const grpc::Status over = launch(5, 0);
+    ExpectError(over, StatusCode::OUT_OF_RANGE,
+                absl::StrCat("kernel samples.", c.kernel, " ", c.param));
+    ExpectError(over, StatusCode::OUT_OF_RANGE,
+                "reaches 20 bytes for a count of 5 from offset 0, past the end "
+                "of buffer_id 20 (16 bytes)");
+    ExpectError(launch(4, 4), StatusCode::OUT_OF_RANGE,
+                "reaches 16 bytes for a count of 4 from offset 4");
+    // 4 * 2^62 overflows: past any buffer, not a wrapped small extent.
+    ExpectError(launch(uint64_t{1} << 62, 0), StatusCode::OUT_OF_RANGE,
+                "more than 2^64 - 1 bytes");
+    const grpc::Status fits = launch(4, 0);
+    EXPECT_TRUE(fits.ok()) << fits.error_message();
+  }
+  // add_u64's counter is 8 bytes.
+  v1::LaunchKernelRequest add = Launch("add_u64");
+  buffer(add, 21, 60);
+  add.add_args()->set_u64(1);
+  ExpectError(Call(&Stub::LaunchKernel, add, &launched_),
+              StatusCode::OUT_OF_RANGE,
+              "reaches 8 bytes from offset 60, past the end of buffer_id 21 "
+              "(64 bytes)");
+  add.mutable_args(0)->mutable_buffer()->set_offset(56);
+  ASSERT_TRUE(Call(&Stub::LaunchKernel, add, &launched_).ok());
+  ASSERT_TRUE(Sync().ok());
+  // Only the launches that fit ran: fill_u32 last wrote 7 to each word.
+  v1::ReadBufferRequest read;
+  read.set_session_id(alice_.session_id());
+  read.set_queue_id(alice_.default_queue_id());
+  read.set_buffer_id(20);
+  read.set_size(16);
+  v1::ReadBufferResponse data;
+  ASSERT_TRUE(Call(&Stub::ReadBuffer, read, &data).ok());
+  uint32_t words[4];
+  ASSERT_EQ(data.data().size(), sizeof(words));
+  std::memcpy(words, data.data().data(), sizeof(words));
+  for (uint32_t w : words) EXPECT_EQ(w, 7u);
 }
 
 TEST_P(ErrorTableTest, ResourceExhausted) {

@@ -1,4 +1,4 @@
-/* The binary interface of a gpustream CPU kernel module (ABI version 2).
+/* The binary interface of a gpustream CPU kernel module (ABI version 3).
  *
  * A CPU module is a shared library that exports one C function,
  *
@@ -29,8 +29,17 @@
  * execution thread, and session teardown and daemon shutdown, until it
  * returns.
  *
+ * Extents (ABI 3): each kernel may declare, for each BUFFER param, how far
+ * it reaches into the buffer (GsExtent). The daemon refuses a launch whose
+ * arguments would let it reach past a buffer's end (OUT_OF_RANGE) before the
+ * kernel runs. A kernel that declares no extent for a BUFFER param is
+ * "unchecked": where tenants are configured only tenants allowed unchecked
+ * kernels may launch it. Declare every extent.
+ *
  * Versions: the daemon loads modules of ABI 1 (no stop_requested: GsLaunch
- * only grew at its end, and ABI 1 kernels never read the new field) and 2.
+ * only grew at its end, and ABI 1 kernels never read the new field), 2 and 3
+ * (GsKernelDef grew `extents` at its end: the daemon reads the kernels of an
+ * older module with their old layout, as unchecked kernels).
  *
  * Build one with: g++ -shared -fPIC -I<repo> my_module.cc -o libmine.so
  * and put the .so in the daemon's --modules folder.
@@ -45,7 +54,7 @@
 extern "C" {
 #endif
 
-#define GS_CPU_MODULE_ABI_VERSION 2
+#define GS_CPU_MODULE_ABI_VERSION 3
 /* The oldest module ABI the daemon still loads. */
 #define GS_CPU_MODULE_MIN_ABI_VERSION 1
 #define GS_CPU_MODULE_ENTRY_POINT "gpustream_cpu_module"
@@ -109,11 +118,30 @@ static inline int gs_stop_requested(const GsLaunch* launch) {
 /* Returns 0 on success, nonzero on a device fault (see `error`). */
 typedef int (*GsKernelFn)(const GsLaunch* launch);
 
+/* ABI 3. The bytes a kernel may touch through one BUFFER param, counted from
+ * the argument's offset:
+ *   bytes + bytes_per_element * (value of param count_param)
+ *         + bytes_per_thread * (grid volume * block volume).
+ * count_param is the index of an I32, U32, I64 or U64 param (a negative
+ * value counts as too large), or -1 for none (then bytes_per_element must
+ * be 0, and the other way round). Entries of non-BUFFER params must have
+ * declared == 0. Example, fill_u32(out, value, n) writing n words:
+ *   {1, 2, 0, 4, 0} for out. */
+typedef struct {
+  int32_t declared; /* nonzero: this param's extent is declared */
+  int32_t count_param;
+  uint64_t bytes;
+  uint64_t bytes_per_element;
+  uint64_t bytes_per_thread;
+} GsExtent;
+
 typedef struct {
   const char* name;
   const GsParamKind* params;
   uint32_t num_params;
   GsKernelFn fn;
+  /* ABI 3: num_params entries (one per param), or NULL: none declared. */
+  const GsExtent* extents;
 } GsKernelDef;
 
 typedef struct {

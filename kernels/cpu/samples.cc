@@ -163,14 +163,27 @@ constexpr GsParamKind kSaxpyF32[] = {GS_PARAM_F32, GS_PARAM_BUFFER,
 constexpr GsParamKind kAddU64[] = {GS_PARAM_BUFFER, GS_PARAM_U64};
 constexpr GsParamKind kSpinNs[] = {GS_PARAM_U64};
 
+// How far each kernel reaches into its buffers (the same as the GPU
+// samples' manifest): 4 bytes per element of n, or the 8-byte counter.
+constexpr GsExtent kNone = {0, -1, 0, 0, 0};
+constexpr GsExtent kWordsOfParam2 = {1, 2, 0, 4, 0};
+constexpr GsExtent kWordsOfParam3 = {1, 3, 0, 4, 0};
+constexpr GsExtent kOneU64 = {1, -1, 8, 0, 0};
+constexpr GsExtent kFillU32Extents[] = {kWordsOfParam2, kNone, kNone};
+constexpr GsExtent kVectorAddF32Extents[] = {kWordsOfParam3, kWordsOfParam3,
+                                             kWordsOfParam3, kNone};
+constexpr GsExtent kSaxpyF32Extents[] = {kNone, kWordsOfParam3, kWordsOfParam3,
+                                         kNone};
+constexpr GsExtent kAddU64Extents[] = {kOneU64, kNone};
+
 constexpr GsKernelDef kKernels[] = {
-    {"fill_u32", kFillU32, 3, FillU32},
-    {"vector_add_f32", kVectorAddF32, 4, VectorAddF32},
-    {"saxpy_f32", kSaxpyF32, 4, SaxpyF32},
-    {"add_u64", kAddU64, 2, AddU64},
-    {"spin_ns", kSpinNs, 1, SpinNs},
-    {"noop", nullptr, 0, Noop},
-    {"trap", nullptr, 0, Trap},
+    {"fill_u32", kFillU32, 3, FillU32, kFillU32Extents},
+    {"vector_add_f32", kVectorAddF32, 4, VectorAddF32, kVectorAddF32Extents},
+    {"saxpy_f32", kSaxpyF32, 4, SaxpyF32, kSaxpyF32Extents},
+    {"add_u64", kAddU64, 2, AddU64, kAddU64Extents},
+    {"spin_ns", kSpinNs, 1, SpinNs, nullptr},
+    {"noop", nullptr, 0, Noop, nullptr},
+    {"trap", nullptr, 0, Trap, nullptr},
 };
 
 constexpr GsModuleDef kModule = {GS_CPU_MODULE_ABI_VERSION, "samples", kKernels,

@@ -3,6 +3,7 @@
 #define GPUSTREAM_SERVER_BACKEND_TYPES_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,11 +55,37 @@ struct KernelLimits {
   uint32_t max_dynamic_shared_memory_bytes = 0;
 };
 
+// The bytes a kernel may touch through one BUFFER argument, from the
+// argument's offset: bytes + bytes_per_element * (args[count_param]'s value)
+// + bytes_per_thread * (grid volume * block volume). Declared by the module
+// (a manifest's `extent`, a CPU module's GsExtent).
+struct BufferExtent {
+  uint64_t bytes = 0;
+  uint64_t bytes_per_element = 0;
+  int count_param = -1;  // An integer scalar param's index; -1: none.
+  uint64_t bytes_per_thread = 0;
+};
+
 struct KernelSignature {
   std::string name;
   std::vector<ParamKind> params;
   std::vector<ParamLayout> layout;  // One per param.
   KernelLimits limits;
+  // One per param, or empty: a BUFFER param's declared extent, if any.
+  std::vector<std::optional<BufferExtent>> extents;
+  // One per param where the module names them (manifests), or empty.
+  std::vector<std::string> param_names;
+
+  // Whether every BUFFER param declares its extent (Kernel.checked).
+  bool checked() const {
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (params[i] == ParamKind::kBuffer &&
+          (i >= extents.size() || !extents[i].has_value())) {
+        return false;
+      }
+    }
+    return true;
+  }
 };
 
 // The natural size of a parameter kind in an argument block (a BUFFER is a

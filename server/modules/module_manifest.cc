@@ -95,7 +95,57 @@ absl::Status CheckParam(const v1::ParamManifest& param, int index,
   return absl::OkStatus();
 }
 
+// A BUFFER param's extent: only BUFFER params have one; a count needs its
+// bytes per element and the other way round, and names another param of
+// the kernel with an integer kind.
+absl::Status CheckExtent(const v1::KernelManifest& kernel, int index,
+                         absl::string_view origin) {
+  const v1::ParamManifest& param = kernel.params(index);
+  if (!param.has_extent()) return absl::OkStatus();
+  const auto where = [&] {
+    return absl::StrCat(origin, ": kernel ", kernel.name(), " ",
+                        DescribeParam(index, param));
+  };
+  if (param.kind() != v1::PARAM_KIND_BUFFER) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where(), " is ", KindName(param.kind()),
+                     " but declares an extent, which only BUFFER params take"));
+  }
+  const v1::BufferExtent& extent = param.extent();
+  if (extent.count_param().empty() != (extent.bytes_per_element() == 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where(), "'s extent sets ",
+        extent.count_param().empty() ? "bytes_per_element without count_param"
+                                     : "count_param without bytes_per_element",
+        ": each needs the other"));
+  }
+  if (extent.count_param().empty()) return absl::OkStatus();
+  const int count = CountParamIndex(kernel, extent);
+  if (count < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where(), "'s extent counts param '", extent.count_param(),
+                     "', which the kernel does not have"));
+  }
+  const v1::ParamKind kind = kernel.params(count).kind();
+  if (kind != v1::PARAM_KIND_I32 && kind != v1::PARAM_KIND_U32 &&
+      kind != v1::PARAM_KIND_I64 && kind != v1::PARAM_KIND_U64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where(), "'s extent counts param '", extent.count_param(), "', a ",
+        KindName(kind), ": a count must be I32, U32, I64 or U64"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+int CountParamIndex(const v1::KernelManifest& kernel,
+                    const v1::BufferExtent& extent) {
+  if (extent.count_param().empty()) return -1;
+  for (int p = 0; p < kernel.params_size(); ++p) {
+    if (kernel.params(p).name() == extent.count_param()) return p;
+  }
+  return -1;
+}
 
 std::string ManifestPathFor(const std::string& image_path) {
   const size_t dot = ExtensionDot(image_path);
@@ -149,6 +199,7 @@ absl::StatusOr<v1::ModuleManifest> ParseModuleManifest(
     for (int p = 0; p < kernel.params_size(); ++p) {
       absl::Status status =
           CheckParam(kernel.params(p), p, kernel.name(), origin);
+      if (status.ok()) status = CheckExtent(kernel, p, origin);
       if (!status.ok()) return status;
     }
   }

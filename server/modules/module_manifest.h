@@ -26,7 +26,8 @@ std::string ImageStem(const std::string& image_path);
 // Parses `text` (protobuf text format; unknown fields are errors) and
 // validates it: every kernel has a non-empty name unique in the module,
 // every param a kind other than PARAM_KIND_UNSPECIFIED (and one the enum
-// defines), BYTES params have size_bytes > 0, other kinds size_bytes 0. An
+// defines), BYTES params have size_bytes > 0, other kinds size_bytes 0,
+// extents only on BUFFER params, each count naming an integer param. An
 // empty `name` is replaced by `default_name`; the result's name is never
 // empty. Errors are INVALID_ARGUMENT naming `origin` (the file's path) and
 // the kernel and param, or for a syntax error origin:line:column.
@@ -39,6 +40,12 @@ absl::StatusOr<v1::ModuleManifest> ParseModuleManifest(
 // other read errors carry the errno's code and name the path too.
 absl::StatusOr<v1::ModuleManifest> ReadModuleManifest(
     const std::string& path, absl::string_view default_name);
+
+// The index of the param of `kernel` that `extent.count_param` names, or -1
+// (none named, or no such param). Param names need not be unique; the first
+// matching param counts (ParseModuleManifest checks its kind).
+int CountParamIndex(const v1::KernelManifest& kernel,
+                    const v1::BufferExtent& extent);
 
 // The ABI size in bytes of a parameter on the device: BUFFER 8 (a device
 // pointer), I32/U32/F32 4, I64/U64/F64 8, BYTES size_bytes. 0 for

@@ -59,6 +59,58 @@ TEST(ModuleManifestTest, SamplesManifestDeclaresTheSevenKernels) {
   }
 }
 
+// Every BUFFER param of the samples says how far the kernel reaches.
+TEST(ModuleManifestTest, SamplesDeclareEveryExtent) {
+  auto manifest = ReadModuleManifest(
+      SrcPath("kernels/cuda/samples.manifest.textproto"), "ignored");
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  for (const v1::KernelManifest& kernel : manifest->kernels()) {
+    for (const v1::ParamManifest& param : kernel.params()) {
+      EXPECT_EQ(param.has_extent(), param.kind() == v1::PARAM_KIND_BUFFER)
+          << kernel.name() << " " << param.name();
+      if (!param.extent().count_param().empty()) {
+        EXPECT_EQ(param.extent().count_param(), "n") << kernel.name();
+        EXPECT_GE(CountParamIndex(kernel, param.extent()), 0);
+      }
+    }
+  }
+}
+
+TEST(ModuleManifestTest, ExtentsAreOnlyForBuffersCountingIntegers) {
+  const auto kernel = [](absl::string_view extent) {
+    return absl::StrCat(
+        "kernels { name: \"k\" params { name: \"out\" kind: "
+        "PARAM_KIND_BUFFER ",
+        extent,
+        " } params { name: \"x\" kind: PARAM_KIND_F32 } params { name: "
+        "\"n\" kind: PARAM_KIND_U64 } }");
+  };
+  EXPECT_TRUE(ParseError(kernel("extent { bytes_per_element: 4 count_param: "
+                                "\"n\" bytes: 16 bytes_per_thread: 2 }"))
+                  .ok());
+  const std::pair<std::string, std::string> bad[] = {
+      {"extent { bytes_per_element: 4 count_param: \"x\" }",
+       "counts param 'x', a F32"},
+      {"extent { bytes_per_element: 4 count_param: \"m\" }",
+       "counts param 'm', which the kernel does not have"},
+      {"extent { bytes_per_element: 4 }",
+       "bytes_per_element without count_param"},
+      {"extent { count_param: \"n\" }",
+       "count_param without bytes_per_element"},
+  };
+  for (const auto& [extent, error] : bad) {
+    const absl::Status s = ParseError(kernel(extent));
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << extent;
+    EXPECT_THAT(s.message(), HasSubstr(error));
+    EXPECT_THAT(s.message(), HasSubstr("kernel k param 0 (out)"));
+  }
+  const absl::Status on_value = ParseError(
+      "kernels { name: \"k\" params { name: \"v\" kind: PARAM_KIND_U32 "
+      "extent { bytes: 4 } } }");
+  EXPECT_EQ(on_value.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(on_value.message(), HasSubstr("is U32 but declares an extent"));
+}
+
 TEST(ModuleManifestTest, SamplesMatchTheirCudaSignatures) {
   // What cuFuncGetParamInfo reports for samples.cu (offsets, sizes).
   auto manifest = ReadModuleManifest(

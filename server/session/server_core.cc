@@ -194,6 +194,7 @@ absl::Status ServerCore::ListModules(const v1::ListModulesRequest&,
             sig.limits.static_shared_memory_bytes);
         k->set_max_dynamic_shared_memory_bytes(
             sig.limits.max_dynamic_shared_memory_bytes);
+        k->set_checked(sig.checked());
       }
     }
   }

@@ -655,6 +655,14 @@ absl::Status Session::LaunchKernel(const v1::LaunchKernelRequest& req,
   auto config = CheckLaunchShape(req, ctx_.device->info(), sig);
   if (!config.ok()) return config.status();
   if (absl::Status s = CheckArgShapes(req, sig); !s.ok()) return s;
+  if (!sig.checked() && !ctx_.tenant->allow_unchecked_kernels()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "kernel ", req.module(), ".", req.kernel(),
+        " is unchecked (a BUFFER param declares no extent, so a launch could "
+        "reach past its buffers); tenant '",
+        ctx_.tenant->name(),
+        "' may not launch unchecked kernels (allow_unchecked_kernels)"));
+  }
   std::vector<backend::KernelArg> args;
   args.reserve(req.args_size());
   std::shared_ptr<Queue> queue;
@@ -681,6 +689,11 @@ absl::Status Session::LaunchKernel(const v1::LaunchKernelRequest& req,
                 "args[", i, "].offset ", arg.buffer().offset(),
                 " is past the end of buffer_id ", arg.buffer().buffer_id(),
                 " (", buffer->size(), " bytes)"));
+          }
+          if (absl::Status s =
+                  CheckBufferExtent(req, sig, *config, i, buffer->size());
+              !s.ok()) {
+            return s;
           }
           args.push_back(
               backend::BufferArg{std::move(buffer), arg.buffer().offset()});

@@ -128,6 +128,88 @@ absl::Status CheckArgShapes(const v1::LaunchKernelRequest& req,
   return absl::OkStatus();
 }
 
+namespace {
+
+// The value of a count argument; false if it is negative.
+bool CountValue(const v1::KernelArg& arg, uint64_t* count) {
+  switch (arg.value_case()) {
+    case v1::KernelArg::kI32:
+      *count = static_cast<uint64_t>(arg.i32());
+      return arg.i32() >= 0;
+    case v1::KernelArg::kU32:
+      *count = arg.u32();
+      return true;
+    case v1::KernelArg::kI64:
+      *count = static_cast<uint64_t>(arg.i64());
+      return arg.i64() >= 0;
+    case v1::KernelArg::kU64:
+      *count = arg.u64();
+      return true;
+    default:  // The module loader admits only integer counts.
+      *count = 0;
+      return false;
+  }
+}
+
+}  // namespace
+
+absl::Status CheckBufferExtent(const v1::LaunchKernelRequest& req,
+                               const backend::KernelSignature& kernel,
+                               const backend::LaunchConfig& config, int i,
+                               uint64_t buffer_size) {
+  if (static_cast<size_t>(i) >= kernel.extents.size() ||
+      !kernel.extents[i].has_value()) {
+    return absl::OkStatus();
+  }
+  const backend::BufferExtent& e = *kernel.extents[i];
+  // extent = bytes + bytes_per_element * count + bytes_per_thread * threads,
+  // every step overflow-checked: an overflow is an extent past any buffer.
+  uint64_t extent = e.bytes;
+  bool too_big = false;
+  uint64_t count = 0;
+  if (e.count_param >= 0) {
+    too_big = !CountValue(req.args(e.count_param), &count);
+    uint64_t bytes = 0;
+    too_big = too_big ||
+              __builtin_mul_overflow(e.bytes_per_element, count, &bytes) ||
+              __builtin_add_overflow(extent, bytes, &extent);
+  }
+  if (e.bytes_per_thread != 0) {
+    uint64_t threads = 0, bytes = 0;
+    too_big = too_big ||
+              __builtin_mul_overflow(config.grid.Volume(),
+                                     config.block.Volume(), &threads) ||
+              __builtin_mul_overflow(e.bytes_per_thread, threads, &bytes) ||
+              __builtin_add_overflow(extent, bytes, &extent);
+  }
+  const v1::BufferArg& arg = req.args(i).buffer();
+  if (!too_big && extent <= buffer_size &&
+      arg.offset() <= buffer_size - extent) {
+    return absl::OkStatus();
+  }
+  const std::string param =
+      static_cast<size_t>(i) < kernel.param_names.size() &&
+              !kernel.param_names[i].empty()
+          ? absl::StrCat("param ", i, " (", kernel.param_names[i], ")")
+          : absl::StrCat("param ", i);
+  const std::string counted =
+      e.count_param >= 0
+          ? absl::StrCat(" for a count of ",
+                         too_big && count > INT64_MAX &&
+                                 (req.args(e.count_param).has_i32() ||
+                                  req.args(e.count_param).has_i64())
+                             ? absl::StrCat(static_cast<int64_t>(count))
+                             : absl::StrCat(count))
+          : "";
+  return absl::OutOfRangeError(absl::StrCat(
+      "args[", i, "]: kernel ", req.module(), ".", req.kernel(), " ", param,
+      " reaches ",
+      too_big ? std::string("more than 2^64 - 1 bytes")
+              : absl::StrCat(extent, " bytes"),
+      counted, " from offset ", arg.offset(), ", past the end of buffer_id ",
+      arg.buffer_id(), " (", buffer_size, " bytes)"));
+}
+
 absl::Status CheckFillAlignment(const v1::FillBufferRequest& req) {
   if (req.size() % 4 != 0) {
     return absl::InvalidArgumentError(

@@ -32,6 +32,17 @@ absl::StatusOr<backend::LaunchConfig> CheckLaunchShape(
 absl::Status CheckArgShapes(const v1::LaunchKernelRequest& req,
                             const backend::KernelSignature& kernel);
 
+// BUFFER argument args[i] of a launch against its buffer (`buffer_size`
+// bytes) and the kernel's declared extent for it: OUT_OF_RANGE naming the
+// kernel, the param, the extent and the buffer's size when offset + extent
+// passes the buffer's end (an extent too large to count, or a negative
+// count, passes it). OK when the param declares no extent. The args'
+// kinds were checked (CheckArgShapes).
+absl::Status CheckBufferExtent(const v1::LaunchKernelRequest& req,
+                               const backend::KernelSignature& kernel,
+                               const backend::LaunchConfig& config, int i,
+                               uint64_t buffer_size);
+
 // FillBuffer: offset and size multiples of 4 (INVALID_ARGUMENT).
 absl::Status CheckFillAlignment(const v1::FillBufferRequest& req);
 

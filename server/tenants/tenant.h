@@ -47,6 +47,15 @@ class Tenant {
   uint32_t weight() const;
   // Reload: new limits apply to new work.
   void Update(bool admin, uint32_t weight, const v1::Quota& quota);
+  // May launch kernels without declared extents (Kernel.checked false):
+  // configured per tenant; the tenant of a daemon without tenants and the
+  // operator may.
+  bool allow_unchecked_kernels() const {
+    return allow_unchecked_kernels_.load(std::memory_order_relaxed);
+  }
+  void set_allow_unchecked_kernels(bool allow) {
+    allow_unchecked_kernels_.store(allow, std::memory_order_relaxed);
+  }
 
   // The account the backends charge the tenant's work on `device_id` to
   // (one per device, as each device schedules and admits on its own).
@@ -99,6 +108,7 @@ class Tenant {
 
   const std::string name_;
   std::atomic<bool> admin_;
+  std::atomic<bool> allow_unchecked_kernels_{false};
   mutable absl::Mutex mu_;
   v1::Quota quota_ ABSL_GUARDED_BY(mu_);
   uint32_t weight_ ABSL_GUARDED_BY(mu_);

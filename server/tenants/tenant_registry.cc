@@ -108,6 +108,8 @@ absl::StatusOr<TenantRegistry::Parsed> TenantRegistry::Parse(
   if (parsed.tenants.empty()) {
     v1::Tenant fallback;
     fallback.set_name(kDefaultTenant);
+    // Without tenants every caller is this one: nobody to keep apart.
+    fallback.set_allow_unchecked_kernels(true);
     *fallback.mutable_quota() = EffectiveQuota({}, config);
     parsed.tenants.push_back(std::move(fallback));
   }
@@ -137,13 +139,16 @@ absl::StatusOr<std::vector<std::string>> TenantRegistry::Reload(
   absl::flat_hash_map<std::string, std::shared_ptr<Tenant>> next;
   for (const v1::Tenant& t : parsed->tenants) {
     auto it = by_name_.find(t.name());
+    std::shared_ptr<Tenant> tenant;
     if (it != by_name_.end()) {
-      it->second->Update(t.admin(), t.weight(), t.quota());
-      next.emplace(t.name(), it->second);
+      tenant = it->second;
+      tenant->Update(t.admin(), t.weight(), t.quota());
     } else {
-      next.emplace(t.name(), std::make_shared<Tenant>(t.name(), t.admin(),
-                                                      t.weight(), t.quota()));
+      tenant =
+          std::make_shared<Tenant>(t.name(), t.admin(), t.weight(), t.quota());
     }
+    tenant->set_allow_unchecked_kernels(t.allow_unchecked_kernels());
+    next.emplace(t.name(), std::move(tenant));
   }
   std::vector<std::string> removed;
   for (const auto& [name, tenant] : by_name_) {
@@ -221,6 +226,7 @@ void TenantRegistry::EnableOperatorToken(const std::string& token,
   operator_digest_ = Sha256(token);
   operator_ = std::make_shared<Tenant>(kOperatorTenant, /*admin=*/true,
                                        /*weight=*/1, default_quota_);
+  operator_->set_allow_unchecked_kernels(true);
   operator_token_path_ = token_path;
 }
 

@@ -40,7 +40,17 @@ struct Table {
   // Kinds as the ints a C module stores: a C++ GsParamKind may not hold a
   // value the enum lacks.
   std::vector<std::vector<int>> params;
+  std::vector<std::vector<GsExtent>> extents;
   std::vector<GsKernelDef> kernels;
+  // The same kernels in the layout of ABI 1 and 2 (no extents), which
+  // def.kernels points at for those versions.
+  struct KernelDefV2 {
+    const char* name;
+    const GsParamKind* params;
+    uint32_t num_params;
+    GsKernelFn fn;
+  };
+  std::vector<KernelDefV2> old_kernels;
 };
 
 // A name: null, empty, one of a few (so that kernels collide), or any bytes
@@ -84,14 +94,38 @@ void Decode(FuzzInput& in, Table& table) {
       table.params[k].push_back(kind);
     }
   }
+  table.extents.resize(count);
+  for (uint32_t k = 0; k < count; ++k) {
+    const int n = static_cast<int>(table.params[k].size());
+    // Mostly plausible extents: declared on a BUFFER, counting an integer.
+    if (!in.OneIn(4)) {
+      for (int p = 0; p < n; ++p) {
+        GsExtent e{};
+        e.declared = in.OneIn(8) ? in.Any<int32_t>()
+                                 : (table.params[k][p] == GS_PARAM_BUFFER);
+        e.count_param = in.OneIn(8) ? in.Any<int32_t>() : in.Range(-1, n - 1);
+        e.bytes = in.OneIn(4) ? in.Any<uint64_t>() : in.Range<uint64_t>(0, 64);
+        e.bytes_per_element =
+            e.count_param < 0 && !in.OneIn(8) ? 0 : in.Range<uint64_t>(0, 8);
+        e.bytes_per_thread = in.OneIn(4) ? in.Range<uint64_t>(0, 8) : 0;
+        table.extents[k].push_back(e);
+      }
+    }
+  }
   for (uint32_t k = 0; k < count; ++k) {
     table.kernels.push_back(
         {Name(in, table),
          reinterpret_cast<const GsParamKind*>(table.params[k].data()),
          static_cast<uint32_t>(table.params[k].size()),
-         in.OneIn(16) ? nullptr : &Kernel});
+         in.OneIn(16) ? nullptr : &Kernel,
+         table.extents[k].empty() ? nullptr : table.extents[k].data()});
+    const GsKernelDef& d = table.kernels.back();
+    table.old_kernels.push_back({d.name, d.params, d.num_params, d.fn});
   }
-  table.def.kernels = table.kernels.data();
+  table.def.kernels =
+      table.def.abi_version >= 3
+          ? table.kernels.data()
+          : reinterpret_cast<const GsKernelDef*>(table.old_kernels.data());
   table.def.num_kernels = count;
 }
 
@@ -111,6 +145,30 @@ void CheckAccepted(const Table& table, const backend::CpuModule& module) {
     for (uint32_t p = 0; p < kdef.num_params; ++p) {
       if (static_cast<int>(sig.params[p]) != table.params[k][p]) {
         Fail(absl::StrCat("kernel ", kdef.name, " param ", p, " changed kind"));
+      }
+      // An extent is taken exactly as declared, on a BUFFER, counting an
+      // integer param; none before ABI 3.
+      const bool declared = table.def.abi_version >= 3 &&
+                            kdef.extents != nullptr &&
+                            kdef.extents[p].declared != 0;
+      const bool has = p < sig.extents.size() && sig.extents[p].has_value();
+      if (declared != has) Fail(absl::StrCat("param ", p, " extent lost"));
+      if (!has) continue;
+      const backend::BufferExtent& e = *sig.extents[p];
+      const GsExtent& d = kdef.extents[p];
+      if (sig.params[p] != backend::ParamKind::kBuffer || e.bytes != d.bytes ||
+          e.bytes_per_element != d.bytes_per_element ||
+          e.bytes_per_thread != d.bytes_per_thread ||
+          e.count_param != d.count_param ||
+          (e.count_param >= 0) != (e.bytes_per_element != 0)) {
+        Fail(absl::StrCat("param ", p, " extent accepted wrongly"));
+      }
+      if (e.count_param >= 0) {
+        const backend::ParamKind c = sig.params[e.count_param];
+        if (c != backend::ParamKind::kI32 && c != backend::ParamKind::kU32 &&
+            c != backend::ParamKind::kI64 && c != backend::ParamKind::kU64) {
+          Fail(absl::StrCat("param ", p, " counts a non-integer"));
+        }
       }
     }
   }

@@ -50,6 +50,70 @@ GsArg ToGsArg(KernelArg& arg) {
   return out;
 }
 
+// GsKernelDef before ABI 3, without `extents`: an older module's kernels
+// array has this stride.
+struct KernelDefV2 {
+  const char* name;
+  const GsParamKind* params;
+  uint32_t num_params;
+  GsKernelFn fn;
+};
+
+// Kernel k of `def` in this daemon's layout (no extents before ABI 3).
+GsKernelDef KernelAt(const GsModuleDef& def, uint32_t k) {
+  if (def.abi_version >= 3) return def.kernels[k];
+  const auto* old = reinterpret_cast<const KernelDefV2*>(def.kernels);
+  return {old[k].name, old[k].params, old[k].num_params, old[k].fn, nullptr};
+}
+
+bool IsCount(ParamKind kind) {
+  return kind == ParamKind::kI32 || kind == ParamKind::kU32 ||
+         kind == ParamKind::kI64 || kind == ParamKind::kU64;
+}
+
+// The extents `kdef` declares, into sig.extents (sig.params parsed).
+absl::Status ReadExtents(const GsKernelDef& kdef, const std::string& origin,
+                         KernelSignature& sig) {
+  if (kdef.extents == nullptr) return absl::OkStatus();
+  sig.extents.resize(kdef.num_params);
+  for (uint32_t p = 0; p < kdef.num_params; ++p) {
+    const GsExtent& e = kdef.extents[p];
+    if (e.declared == 0) continue;
+    const auto where = [&] {
+      return absl::StrCat(origin, ": kernel ", kdef.name, " param ", p);
+    };
+    if (sig.params[p] != ParamKind::kBuffer) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where(), " is ", ParamKindName(sig.params[p]),
+          " but declares an extent, which only BUFFER params take"));
+    }
+    if (e.count_param < -1 ||
+        e.count_param >= static_cast<int64_t>(kdef.num_params)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where(), "'s extent counts param ", e.count_param,
+                       ", which the kernel does not have"));
+    }
+    if ((e.count_param < 0) != (e.bytes_per_element == 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where(), "'s extent sets ",
+          e.count_param < 0 ? "bytes_per_element without count_param"
+                            : "count_param without bytes_per_element",
+          ": each needs the other"));
+    }
+    if (e.count_param >= 0 && !IsCount(sig.params[e.count_param])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where(), "'s extent counts param ", e.count_param,
+                       ", a ", ParamKindName(sig.params[e.count_param]),
+                       ": a count must be I32, U32, I64 or U64"));
+    }
+    sig.extents[p] = BufferExtent{.bytes = e.bytes,
+                                  .bytes_per_element = e.bytes_per_element,
+                                  .count_param = e.count_param,
+                                  .bytes_per_thread = e.bytes_per_thread};
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status CpuKernel::Run(const LaunchConfig& config,
@@ -88,7 +152,8 @@ absl::StatusOr<std::unique_ptr<CpuModule>> CpuModule::Create(
         absl::StrCat(origin, ": module entry point returned null"));
   }
   // ABI 2 only appended GsLaunch::stop_requested, which ABI 1 kernels never
-  // read: they run unchanged (and cannot be stopped early).
+  // read: they run unchanged (and cannot be stopped early). ABI 3 appended
+  // GsKernelDef::extents: older modules' kernels load unchecked.
   if (def->abi_version < GS_CPU_MODULE_MIN_ABI_VERSION ||
       def->abi_version > GS_CPU_MODULE_ABI_VERSION) {
     return absl::InvalidArgumentError(
@@ -103,7 +168,7 @@ absl::StatusOr<std::unique_ptr<CpuModule>> CpuModule::Create(
   auto module = std::unique_ptr<CpuModule>(new CpuModule());
   module->info_.name = def->name;
   for (uint32_t k = 0; k < def->num_kernels; ++k) {
-    const GsKernelDef& kdef = def->kernels[k];
+    const GsKernelDef kdef = KernelAt(*def, k);
     if (kdef.name == nullptr || kdef.name[0] == '\0' || kdef.fn == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(
           origin, ": kernel #", k, " lacks a name or an entry point"));
@@ -129,6 +194,7 @@ absl::StatusOr<std::unique_ptr<CpuModule>> CpuModule::Create(
       sig.params.push_back(static_cast<ParamKind>(kind));
       sig.layout.push_back({ParamKindSize(sig.params.back()), 0});
     }
+    if (absl::Status s = ReadExtents(kdef, origin, sig); !s.ok()) return s;
     module->info_.kernels.push_back(sig);
     std::string name = sig.name;
     if (!module->kernels_

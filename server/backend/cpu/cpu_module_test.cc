@@ -41,17 +41,89 @@ std::unique_ptr<CpuModule> Samples() {
   return module.ok() ? *std::move(module) : nullptr;
 }
 
-TEST(CpuModuleAbiTest, LoadsAbiOneAndTwoOnly) {
+TEST(CpuModuleAbiTest, LoadsAbiOneToThreeOnly) {
   GsModuleDef def = *gpustream_cpu_module();
-  EXPECT_EQ(def.abi_version, 2u);
-  def.abi_version = 1;  // GsLaunch only grew at its end: still runs.
-  EXPECT_TRUE(CpuModule::Create(&def, "v1").ok());
-  for (uint32_t bad : {0u, 3u}) {
+  EXPECT_EQ(def.abi_version, 3u);
+  for (uint32_t bad : {0u, 4u}) {
     def.abi_version = bad;
     auto module = CpuModule::Create(&def, "bad");
     EXPECT_EQ(module.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(module.status().message().find("supports 1 to 2"),
+    EXPECT_NE(module.status().message().find("supports 1 to 3"),
               std::string::npos)
+        << module.status();
+  }
+}
+
+// Modules of ABI 1 and 2 have GsKernelDef without `extents` (GsLaunch only
+// grew at its end: they still run): their kernels load, unchecked.
+TEST(CpuModuleAbiTest, OlderModulesLoadUnchecked) {
+  struct KernelDefV2 {
+    const char* name;
+    const GsParamKind* params;
+    uint32_t num_params;
+    GsKernelFn fn;
+  };
+  const GsModuleDef& samples = *gpustream_cpu_module();
+  std::vector<KernelDefV2> old;
+  for (uint32_t k = 0; k < samples.num_kernels; ++k) {
+    const GsKernelDef& d = samples.kernels[k];
+    old.push_back({d.name, d.params, d.num_params, d.fn});
+  }
+  for (uint32_t abi : {1u, 2u}) {
+    GsModuleDef def = samples;
+    def.abi_version = abi;
+    def.kernels = reinterpret_cast<const GsKernelDef*>(old.data());
+    auto module = CpuModule::Create(&def, "old");
+    ASSERT_TRUE(module.ok()) << module.status();
+    ASSERT_EQ((*module)->info().kernels.size(), samples.num_kernels);
+    const KernelSignature& fill =
+        (*(*module)->FindKernel("fill_u32"))->signature();
+    EXPECT_EQ(fill.params.size(), 3u);
+    EXPECT_FALSE(fill.checked()) << "ABI " << abi;
+    // No BUFFER param: nothing to check.
+    EXPECT_TRUE((*(*module)->FindKernel("spin_ns"))->signature().checked());
+  }
+}
+
+TEST(CpuModuleAbiTest, SamplesDeclareTheirExtents) {
+  std::unique_ptr<CpuModule> samples = Samples();
+  ASSERT_NE(samples, nullptr);
+  for (const KernelSignature& sig : samples->info().kernels) {
+    EXPECT_TRUE(sig.checked()) << sig.name;
+  }
+  const KernelSignature& fill = (*samples->FindKernel("fill_u32"))->signature();
+  ASSERT_TRUE(fill.extents.at(0).has_value());
+  EXPECT_EQ(fill.extents[0]->bytes_per_element, 4u);
+  EXPECT_EQ(fill.extents[0]->count_param, 2);
+  EXPECT_EQ(fill.extents[0]->bytes, 0u);
+  const KernelSignature& add = (*samples->FindKernel("add_u64"))->signature();
+  ASSERT_TRUE(add.extents.at(0).has_value());
+  EXPECT_EQ(add.extents[0]->bytes, 8u);
+  EXPECT_EQ(add.extents[0]->count_param, -1);
+}
+
+// An extent belongs to a BUFFER param and counts an integer param.
+TEST(CpuModuleAbiTest, MalformedExtentsAreRefused) {
+  static constexpr GsParamKind kParams[] = {GS_PARAM_BUFFER, GS_PARAM_F32,
+                                            GS_PARAM_U64};
+  const struct {
+    GsExtent extents[3];
+    const char* error;
+  } cases[] = {
+      {{{0, -1, 0, 0, 0}, {1, -1, 4, 0, 0}, {0, -1, 0, 0, 0}},
+       "param 1 is F32 but declares an extent"},
+      {{{1, 1, 0, 4, 0}, {}, {}}, "counts param 1, a F32"},
+      {{{1, 7, 0, 4, 0}, {}, {}}, "counts param 7, which the kernel"},
+      {{{1, -1, 0, 4, 0}, {}, {}}, "bytes_per_element without count_param"},
+      {{{1, 2, 0, 0, 0}, {}, {}}, "count_param without bytes_per_element"},
+  };
+  for (const auto& c : cases) {
+    const GsKernelDef kernels[] = {
+        {"k", kParams, 3, [](const GsLaunch*) { return 0; }, c.extents}};
+    const GsModuleDef def = {GS_CPU_MODULE_ABI_VERSION, "m", kernels, 1};
+    auto module = CpuModule::Create(&def, "m.so");
+    EXPECT_EQ(module.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(module.status().message().find(c.error), std::string::npos)
         << module.status();
   }
 }

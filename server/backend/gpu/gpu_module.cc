@@ -24,6 +24,15 @@ absl::StatusOr<std::unique_ptr<GpuModule>> GpuModule::Load(
     sig.name = k.name();
     for (const v1::ParamManifest& p : k.params()) {
       sig.params.push_back(static_cast<ParamKind>(p.kind()));
+      sig.param_names.push_back(p.name());
+      std::optional<BufferExtent>& extent = sig.extents.emplace_back();
+      if (p.has_extent()) {
+        extent =
+            BufferExtent{.bytes = p.extent().bytes(),
+                         .bytes_per_element = p.extent().bytes_per_element(),
+                         .count_param = modules::CountParamIndex(k, p.extent()),
+                         .bytes_per_thread = p.extent().bytes_per_thread()};
+      }
     }
     module->kernels_.emplace(k.name(),
                              std::make_unique<GpuKernel>(std::move(sig)));
