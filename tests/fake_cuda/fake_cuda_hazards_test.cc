@@ -121,9 +121,16 @@ TEST_F(FakeCudaHazardsTest, WritesFaultPerGranuleNotPerAllocation) {
   const CUdeviceptr a = Alloc(256), b = Alloc(256);
   ASSERT_EQ(b, a + 256) << "allocations lie next to each other";
   const CUfunction fill = Kernel("fill_u32");
-  // 128 elements into a's 64: no fault, and b holds the rest.
+  // 128 elements into a's 64: no fault, and b holds the rest; the fake
+  // counts the stray access (what fuzz invariants watch).
+  using StrayFn = uint64_t (*)();
+  const auto strays =
+      reinterpret_cast<StrayFn>(dlsym(cu.library, "fakegpu_stray_accesses"));
+  ASSERT_NE(strays, nullptr);
+  const uint64_t strays_before = strays();
   ASSERT_CU(CUDA_SUCCESS, Launch(fill, 1, 128, s, a, 7u, uint64_t{128}));
   ASSERT_CU(CUDA_SUCCESS, Finish(s));
+  EXPECT_EQ(strays(), strays_before + 1);
   uint32_t seen[64] = {};
   ASSERT_CU(CUDA_SUCCESS, cu.MemcpyDtoHAsync(seen, b, sizeof(seen), s));
   EXPECT_EQ(7u, seen[0]);

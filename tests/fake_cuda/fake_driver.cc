@@ -116,3 +116,9 @@ FAKECUDA_EXPORT CUresult cuInit(unsigned int Flags) {
 FAKECUDA_EXPORT CUresult cuDriverGetVersion(int* driverVersion) {
   return fakecuda::Fake_cuDriverGetVersion(driverVersion);
 }
+
+// Not a CUDA symbol: the emulation's count of kernel accesses that landed
+// outside their allocation (fakegpu::StrayAccesses), for tests.
+FAKECUDA_EXPORT uint64_t fakegpu_stray_accesses() {
+  return fakegpu::StrayAccesses();
+}

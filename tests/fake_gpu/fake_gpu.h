@@ -160,6 +160,12 @@ Result MemcpyDtoDAsync(DevicePtr dst, DevicePtr src, size_t n,
 Result MemsetD32Async(DevicePtr dst, unsigned int value, size_t count,
                       StreamHandle stream);
 
+// Kernel accesses so far that left the allocation they started in and
+// landed, by page granularity, in other memory of the context (on a GPU:
+// silently, another buffer's data). Process-wide; tests and fuzz
+// invariants read it (the skins export it as fakegpu_stray_accesses()).
+uint64_t StrayAccesses();
+
 // Modules and kernels. A module is loaded from an image whose format the
 // skin checked for its device: the emulation looks in it only for the names
 // of kernels with CPU twins (fake_kernels.h), kInvalidImage if it names

@@ -163,6 +163,10 @@ Result DeviceAccess(const Context& ctx, uintptr_t addr, size_t len,
              : Result::kIllegalAddress;
 }
 
+namespace {
+std::atomic<uint64_t> g_stray_accesses{0};
+}  // namespace
+
 Result KernelAccess(const Context& ctx, uintptr_t addr, size_t len,
                     size_t align, std::shared_ptr<Allocation>* hold) {
   const Result exact =
@@ -188,7 +192,12 @@ Result KernelAccess(const Context& ctx, uintptr_t addr, size_t len,
     if (!mapped) return Result::kIllegalAddress;
     if (granule + page < granule) break;
   }
+  g_stray_accesses.fetch_add(1, std::memory_order_relaxed);
   return Result::kSuccess;
+}
+
+uint64_t StrayAccesses() {
+  return g_stray_accesses.load(std::memory_order_relaxed);
 }
 
 void ReleaseMemory(const Context* ctx) {

@@ -670,3 +670,9 @@ FAKEHIP_EXPORT Error hipModuleLaunchKernel(
                                  block_y, block_z, shared_bytes, Gpu(stream),
                                  params, extra));
 }
+
+// Not a HIP symbol: the emulation's count of kernel accesses that landed
+// outside their allocation (fakegpu::StrayAccesses), for tests.
+FAKEHIP_EXPORT uint64_t fakegpu_stray_accesses() {
+  return gpu::StrayAccesses();
+}

@@ -12,7 +12,10 @@
 //   command can return, and an error names what failed (non-empty message);
 // - once the session is closed, the tenant's sessions, queues, memory,
 //   staged bytes and in-flight commands are back to zero, and the device's
-//   memory is back where it was before the input.
+//   memory is back where it was before the input;
+// - on a fake device (which records every kernel access), no launch that
+//   passed the daemon's checks touched memory outside the allocation it
+//   started in: the declared extents bound every kernel.
 #include <dlfcn.h>
 
 #include <atomic>
@@ -80,6 +83,26 @@ std::string FakeDriverPath(const char* argv0, const char* library) {
   const std::string base =
       root != nullptr ? root : std::string(argv0) + ".runfiles";
   return base + "/gpustream/tests/" + library;
+}
+
+#ifdef GS_FUZZ_CUDA_FAKE
+constexpr char kFakeLibrary[] = "fake_cuda/libfakecuda.so";
+#else
+constexpr char kFakeLibrary[] = "fake_hip/libfakehip.so";
+#endif
+
+// Kernel accesses so far that the fake saw leave their allocation.
+uint64_t StrayAccesses(const char* argv0) {
+  using StrayFn = uint64_t (*)();
+  static const StrayFn strays = [argv0] {
+    void* fake = dlopen(FakeDriverPath(argv0, kFakeLibrary).c_str(),
+                        RTLD_NOW | RTLD_NOLOAD);
+    if (fake == nullptr) Fail("the fake driver is not loaded");
+    auto fn = reinterpret_cast<StrayFn>(dlsym(fake, "fakegpu_stray_accesses"));
+    if (fn == nullptr) Fail("the fake driver lacks fakegpu_stray_accesses");
+    return fn;
+  }();
+  return strays();
 }
 #endif
 
@@ -401,5 +424,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   completions.Check(commands);
   session.reset();
   fuzz::CheckNothingLeft();
+#if defined(GS_FUZZ_CUDA_FAKE) || defined(GS_FUZZ_HIP_FAKE)
+  if (const uint64_t strays = fuzz::StrayAccesses(fuzz::harness->argv0.c_str());
+      strays != 0) {
+    fuzz::Fail(
+        absl::StrCat(strays, " kernel accesses reached outside their buffers"));
+  }
+#endif
   return 0;
 }
