@@ -392,86 +392,92 @@ TEST_P(ErrorTableTest, OutOfRangeExtents) {
   ASSERT_TRUE(Alloc(alice_, "alice-token", 20, 16).ok());
   ASSERT_TRUE(Alloc(alice_, "alice-token", 21, 64).ok());
   ASSERT_TRUE(Alloc(alice_, "alice-token", 22, 64).ok());
-  const auto buffer = [](v1::LaunchKernelRequest& req, uint64_t id,
-                         uint64_t offset) {
-    v1::BufferArg* b = req.add_args()->mutable_buffer();
-    b->set_buffer_id(id);
-    b->set_offset(offset);
+  // The samples counted by n (their last param), by their params' kinds:
+  // B a buffer, U a u32, F an f32, N the count.
+  const std::pair<std::string, std::string> kernels[] = {
+      {"fill_u32", "BUN"}, {"vector_add_f32", "BBBN"}, {"saxpy_f32", "FBBN"}};
+  // Each BUFFER param in turn gets buffer 20 (the others 21, 22).
+  const auto launch = [&](const std::string& kernel, const std::string& kinds,
+                          size_t short_param, uint64_t n, uint64_t offset) {
+    v1::LaunchKernelRequest req = Launch(kernel);
+    req.mutable_grid()->set_x(4);
+    uint64_t other = 21;
+    for (size_t p = 0; p < kinds.size(); ++p) {
+      v1::KernelArg* arg = req.add_args();
+      switch (kinds[p]) {
+        case 'B':
+          arg->mutable_buffer()->set_buffer_id(p == short_param ? 20 : other++);
+          arg->mutable_buffer()->set_offset(p == short_param ? offset : 0);
+          break;
+        case 'U':
+          arg->set_u32(7);
+          break;
+        case 'F':
+          arg->set_f32(2);
+          break;
+        default:
+          arg->set_u64(n);
+      }
+    }
+    return Call(&Stub::LaunchKernel, req, &launched_);
   };
-  // Each kernel with n 4-byte elements from `offset` into buffer 20.
-  struct Case {
-    std::string kernel;
-    std::string param;  // of buffer 20
-    std::function<void(v1::LaunchKernelRequest&, uint64_t n, uint64_t offset)>
-        args;
-  };
-  const Case cases[] = {
-      {"vector_add_f32", "param 2",
-       [&](v1::LaunchKernelRequest& r, uint64_t n, uint64_t offset) {
-         buffer(r, 21, 0);
-         buffer(r, 22, 0);
-         buffer(r, 20, offset);
-         r.add_args()->set_u64(n);
-       }},
-      {"saxpy_f32", "param 2",
-       [&](v1::LaunchKernelRequest& r, uint64_t n, uint64_t offset) {
-         r.add_args()->set_f32(2);
-         buffer(r, 21, 0);
-         buffer(r, 20, offset);
-         r.add_args()->set_u64(n);
-       }},
-      {"fill_u32", "param 0",
-       [&](v1::LaunchKernelRequest& r, uint64_t n, uint64_t offset) {
-         buffer(r, 20, offset);
-         r.add_args()->set_u32(7);
-         r.add_args()->set_u64(n);
-       }},
-  };
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.kernel);
-    auto launch = [&](uint64_t n, uint64_t offset) {
-      v1::LaunchKernelRequest req = Launch(c.kernel);
-      req.mutable_grid()->set_x(4);
-      c.args(req, n, offset);
-      return Call(&Stub::LaunchKernel, req, &launched_);
-    };
-    const grpc::Status over = launch(5, 0);
-    ExpectError(over, StatusCode::OUT_OF_RANGE,
-                absl::StrCat("kernel samples.", c.kernel, " ", c.param));
-    ExpectError(over, StatusCode::OUT_OF_RANGE,
-                "reaches 20 bytes for a count of 5 from offset 0, past the end "
-                "of buffer_id 20 (16 bytes)");
-    ExpectError(launch(4, 4), StatusCode::OUT_OF_RANGE,
-                "reaches 16 bytes for a count of 4 from offset 4");
-    // 4 * 2^62 overflows: past any buffer, not a wrapped small extent.
-    ExpectError(launch(uint64_t{1} << 62, 0), StatusCode::OUT_OF_RANGE,
-                "more than 2^64 - 1 bytes");
-    const grpc::Status fits = launch(4, 0);
-    EXPECT_TRUE(fits.ok()) << fits.error_message();
+  for (const auto& [kernel, kinds] : kernels) {
+    for (size_t p = 0; p < kinds.size(); ++p) {
+      if (kinds[p] != 'B') continue;
+      SCOPED_TRACE(absl::StrCat(kernel, " param ", p));
+      const std::string count =
+          absl::StrCat("(args[", kinds.size() - 1, "]) from offset ");
+      const grpc::Status over = launch(kernel, kinds, p, 5, 0);
+      ExpectError(
+          over, StatusCode::OUT_OF_RANGE,
+          absl::StrCat("args[", p, "]: kernel samples.", kernel, " param ", p));
+      ExpectError(over, StatusCode::OUT_OF_RANGE,
+                  absl::StrCat("reaches 20 bytes for a count of 5 ", count,
+                               "0, past the end of buffer_id 20 (16 bytes)"));
+      ExpectError(launch(kernel, kinds, p, 4, 4), StatusCode::OUT_OF_RANGE,
+                  absl::StrCat("reaches 16 bytes for a count of 4 ", count,
+                               "4, past the end"));
+      // 4 * 2^62 overflows: past any buffer, not a wrapped small extent.
+      ExpectError(launch(kernel, kinds, p, uint64_t{1} << 62, 0),
+                  StatusCode::OUT_OF_RANGE, "more than 2^64 - 1 bytes");
+      const grpc::Status fits = launch(kernel, kinds, p, 4, 0);
+      EXPECT_TRUE(fits.ok()) << fits.error_message();
+    }
   }
   // add_u64's counter is 8 bytes.
   v1::LaunchKernelRequest add = Launch("add_u64");
-  buffer(add, 21, 60);
+  v1::BufferArg* counter = add.add_args()->mutable_buffer();
+  counter->set_buffer_id(21);
+  counter->set_offset(60);
   add.add_args()->set_u64(1);
+  ExpectError(Call(&Stub::LaunchKernel, add, &launched_),
+              StatusCode::OUT_OF_RANGE,
+              "args[0]: kernel samples.add_u64 param 0");
   ExpectError(Call(&Stub::LaunchKernel, add, &launched_),
               StatusCode::OUT_OF_RANGE,
               "reaches 8 bytes from offset 60, past the end of buffer_id 21 "
               "(64 bytes)");
   add.mutable_args(0)->mutable_buffer()->set_offset(56);
   ASSERT_TRUE(Call(&Stub::LaunchKernel, add, &launched_).ok());
+  // Only the launches that fit ran: fill_u32 wrote 7 to each word of 20,
+  // and the vector kernels, 0 + 0 and 2 * 0 + 0 into it, ran after it.
   ASSERT_TRUE(Sync().ok());
-  // Only the launches that fit ran: fill_u32 last wrote 7 to each word.
   v1::ReadBufferRequest read;
   read.set_session_id(alice_.session_id());
   read.set_queue_id(alice_.default_queue_id());
-  read.set_buffer_id(20);
-  read.set_size(16);
+  read.set_buffer_id(22);
+  read.set_offset(56);
+  read.set_size(8);
   v1::ReadBufferResponse data;
   ASSERT_TRUE(Call(&Stub::ReadBuffer, read, &data).ok());
-  uint32_t words[4];
-  ASSERT_EQ(data.data().size(), sizeof(words));
-  std::memcpy(words, data.data().data(), sizeof(words));
-  for (uint32_t w : words) EXPECT_EQ(w, 7u);
+  uint64_t added = 0;
+  ASSERT_EQ(data.data().size(), sizeof(added));
+  std::memcpy(&added, data.data().data(), sizeof(added));
+  EXPECT_EQ(added, 0u) << "add_u64 ran on buffer 21, not 22";
+  read.set_buffer_id(21);
+  ASSERT_TRUE(Call(&Stub::ReadBuffer, read, &data).ok());
+  std::memcpy(&added, data.data().data(), sizeof(added));
+  EXPECT_EQ(added, 1u);
 }
 
 TEST_P(ErrorTableTest, ResourceExhausted) {

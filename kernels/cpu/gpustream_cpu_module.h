@@ -38,8 +38,10 @@
  *
  * Versions: the daemon loads modules of ABI 1 (no stop_requested: GsLaunch
  * only grew at its end, and ABI 1 kernels never read the new field), 2 and 3
- * (GsKernelDef grew `extents` at its end: the daemon reads the kernels of an
- * older module with their old layout, as unchecked kernels).
+ * (GsModuleDef grew `extents` at its end, read only from modules that say
+ * ABI 3: older modules' kernels load unchecked). No array element ever
+ * changes size, so a module that states an older version than its header
+ * still loads.
  *
  * Build one with: g++ -shared -fPIC -I<repo> my_module.cc -o libmine.so
  * and put the .so in the daemon's --modules folder.
@@ -140,8 +142,6 @@ typedef struct {
   const GsParamKind* params;
   uint32_t num_params;
   GsKernelFn fn;
-  /* ABI 3: num_params entries (one per param), or NULL: none declared. */
-  const GsExtent* extents;
 } GsKernelDef;
 
 typedef struct {
@@ -149,6 +149,10 @@ typedef struct {
   const char* name;
   const GsKernelDef* kernels;
   uint32_t num_kernels;
+  /* ABI 3: extents[k] is kernel k's extents, one GsExtent per param
+   * (num_params entries), or NULL: none declared. NULL: no kernel declares
+   * any. Read only when abi_version >= 3. */
+  const GsExtent* const* extents;
 } GsModuleDef;
 
 typedef const GsModuleDef* (*GsModuleEntryFn)(void);

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <type_traits>
 
 #include "kernels/cpu/gpustream_cpu_module.h"
@@ -177,17 +178,24 @@ constexpr GsExtent kSaxpyF32Extents[] = {kNone, kWordsOfParam3, kWordsOfParam3,
 constexpr GsExtent kAddU64Extents[] = {kOneU64, kNone};
 
 constexpr GsKernelDef kKernels[] = {
-    {"fill_u32", kFillU32, 3, FillU32, kFillU32Extents},
-    {"vector_add_f32", kVectorAddF32, 4, VectorAddF32, kVectorAddF32Extents},
-    {"saxpy_f32", kSaxpyF32, 4, SaxpyF32, kSaxpyF32Extents},
-    {"add_u64", kAddU64, 2, AddU64, kAddU64Extents},
-    {"spin_ns", kSpinNs, 1, SpinNs, nullptr},
-    {"noop", nullptr, 0, Noop, nullptr},
-    {"trap", nullptr, 0, Trap, nullptr},
+    {"fill_u32", kFillU32, 3, FillU32},
+    {"vector_add_f32", kVectorAddF32, 4, VectorAddF32},
+    {"saxpy_f32", kSaxpyF32, 4, SaxpyF32},
+    {"add_u64", kAddU64, 2, AddU64},
+    {"spin_ns", kSpinNs, 1, SpinNs},
+    {"noop", nullptr, 0, Noop},
+    {"trap", nullptr, 0, Trap},
 };
+// One per kernel, in kKernels' order.
+constexpr const GsExtent* kExtents[] = {kFillU32Extents,  kVectorAddF32Extents,
+                                        kSaxpyF32Extents, kAddU64Extents,
+                                        nullptr,          nullptr,
+                                        nullptr};
+static_assert(std::size(kExtents) == std::size(kKernels));
 
 constexpr GsModuleDef kModule = {GS_CPU_MODULE_ABI_VERSION, "samples", kKernels,
-                                 sizeof(kKernels) / sizeof(kKernels[0])};
+                                 sizeof(kKernels) / sizeof(kKernels[0]),
+                                 kExtents};
 
 }  // namespace
 

@@ -68,9 +68,17 @@ TEST(ModuleManifestTest, SamplesDeclareEveryExtent) {
     for (const v1::ParamManifest& param : kernel.params()) {
       EXPECT_EQ(param.has_extent(), param.kind() == v1::PARAM_KIND_BUFFER)
           << kernel.name() << " " << param.name();
-      if (!param.extent().count_param().empty()) {
-        EXPECT_EQ(param.extent().count_param(), "n") << kernel.name();
-        EXPECT_GE(CountParamIndex(kernel, param.extent()), 0);
+      if (!param.has_extent()) continue;
+      const v1::BufferExtent& e = param.extent();
+      EXPECT_EQ(e.bytes_per_thread(), 0u);
+      if (kernel.name() == "add_u64") {
+        EXPECT_EQ(e.bytes(), 8u);  // One counter.
+        EXPECT_TRUE(e.count_param().empty());
+      } else {  // 4 bytes per element of n.
+        EXPECT_EQ(e.bytes(), 0u) << kernel.name();
+        EXPECT_EQ(e.bytes_per_element(), 4u) << kernel.name();
+        EXPECT_EQ(e.count_param(), "n") << kernel.name();
+        EXPECT_EQ(CountParamIndex(kernel, e), kernel.params_size() - 1);
       }
     }
   }

@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "server/backend/cpu/cpu_device.h"
 #include "server/session/recording_sink.h"
+#include "server/session/validation.h"
 
 namespace gpustream::session {
 namespace {
@@ -208,6 +209,54 @@ TEST_F(SessionTest, BufferRangesAreChecked) {
   fill.set_offset(UINT64_MAX - 3);  // Overflow must not wrap around.
   EXPECT_EQ(session_->FillBuffer(fill, &fill_resp).code(),
             StatusCode::kOutOfRange);
+}
+
+// The extent arithmetic on a kernel with signed counts and per-thread
+// bytes: exact fits pass, one byte more, a negative count and an overflow
+// of grid x block do not.
+TEST(BufferExtentTest, SignedCountsAndThreadsAreBounded) {
+  backend::KernelSignature sig;
+  sig.name = "k";
+  sig.params = {backend::ParamKind::kBuffer, backend::ParamKind::kI32};
+  sig.extents = {backend::BufferExtent{.bytes = 16,
+                                       .bytes_per_element = 4,
+                                       .count_param = 1,
+                                       .bytes_per_thread = 2},
+                 std::nullopt};
+  sig.param_names = {"out", "n"};
+  v1::LaunchKernelRequest req;
+  req.set_module("m");
+  req.set_kernel("k");
+  req.add_args()->mutable_buffer()->set_offset(8);
+  req.add_args()->set_i32(10);
+  backend::LaunchConfig config;
+  config.grid = {2, 1, 1};
+  config.block = {3, 1, 1};
+  // 16 + 4 * 10 + 2 * 6 = 68 bytes from offset 8.
+  EXPECT_TRUE(CheckBufferExtent(req, sig, config, 0, 76).ok());
+  const absl::Status over = CheckBufferExtent(req, sig, config, 0, 75);
+  EXPECT_EQ(over.code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(over.message(),
+            "args[0]: kernel m.k param 0 (out) reaches 68 bytes for a count "
+            "of 10 (args[1]) from offset 8, past the end of buffer_id 0 (75 "
+            "bytes)");
+  req.mutable_args(1)->set_i32(-1);
+  const absl::Status negative = CheckBufferExtent(req, sig, config, 0, 1000);
+  EXPECT_EQ(negative.code(), StatusCode::kOutOfRange);
+  EXPECT_NE(negative.message().find("counted by args[1], which is negative "
+                                    "(-1)"),
+            std::string::npos)
+      << negative;
+  req.mutable_args(1)->set_i32(0);
+  config.grid = {0x7fffffff, 0xffff, 0xffff};
+  config.block = {1024, 1, 1};  // 2^73 threads: the product overflows.
+  const absl::Status threads = CheckBufferExtent(req, sig, config, 0, 1000);
+  EXPECT_EQ(threads.code(), StatusCode::kOutOfRange);
+  EXPECT_NE(threads.message().find("more than 2^64 - 1 bytes"),
+            std::string::npos)
+      << threads;
+  // The param without an extent is not checked.
+  EXPECT_TRUE(CheckBufferExtent(req, sig, config, 1, 0).ok());
 }
 
 TEST_F(SessionTest, DeviceFaultIsStickyThenFailedPrecondition) {

@@ -192,15 +192,17 @@ absl::Status CheckBufferExtent(const v1::LaunchKernelRequest& req,
               !kernel.param_names[i].empty()
           ? absl::StrCat("param ", i, " (", kernel.param_names[i], ")")
           : absl::StrCat("param ", i);
-  const std::string counted =
-      e.count_param >= 0
-          ? absl::StrCat(" for a count of ",
-                         too_big && count > INT64_MAX &&
-                                 (req.args(e.count_param).has_i32() ||
-                                  req.args(e.count_param).has_i64())
-                             ? absl::StrCat(static_cast<int64_t>(count))
-                             : absl::StrCat(count))
-          : "";
+  std::string counted;
+  if (e.count_param >= 0) {
+    const std::string count_arg = absl::StrCat("args[", e.count_param, "]");
+    if (!CountValue(req.args(e.count_param), &count)) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "args[", i, "]: kernel ", req.module(), ".", req.kernel(), " ", param,
+          " is counted by ", count_arg, ", which is negative (",
+          static_cast<int64_t>(count), ")"));
+    }
+    counted = absl::StrCat(" for a count of ", count, " (", count_arg, ")");
+  }
   return absl::OutOfRangeError(absl::StrCat(
       "args[", i, "]: kernel ", req.module(), ".", req.kernel(), " ", param,
       " reaches ",

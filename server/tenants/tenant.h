@@ -48,8 +48,8 @@ class Tenant {
   // Reload: new limits apply to new work.
   void Update(bool admin, uint32_t weight, const v1::Quota& quota);
   // May launch kernels without declared extents (Kernel.checked false):
-  // configured per tenant; the tenant of a daemon without tenants and the
-  // operator may.
+  // configured per tenant; the tenant of a daemon without tenants (and the
+  // operator there) may.
   bool allow_unchecked_kernels() const {
     return allow_unchecked_kernels_.load(std::memory_order_relaxed);
   }

@@ -157,7 +157,10 @@ absl::StatusOr<std::vector<std::string>> TenantRegistry::Reload(
   by_name_ = std::move(next);
   default_quota_ = EffectiveQuota({}, config);
   // The operator follows the daemon's default limits as they are reloaded.
-  if (operator_ != nullptr) operator_->Update(true, 1, default_quota_);
+  if (operator_ != nullptr) {
+    operator_->Update(true, 1, default_quota_);
+    operator_->set_allow_unchecked_kernels(config.tenants_size() == 0);
+  }
   digests_ = std::move(parsed->digests);
   subjects_ = std::move(parsed->subjects);
   configured_ = config.tenants_size() > 0;
@@ -226,7 +229,8 @@ void TenantRegistry::EnableOperatorToken(const std::string& token,
   operator_digest_ = Sha256(token);
   operator_ = std::make_shared<Tenant>(kOperatorTenant, /*admin=*/true,
                                        /*weight=*/1, default_quota_);
-  operator_->set_allow_unchecked_kernels(true);
+  // As every caller without tenants; with tenants only those allowed.
+  operator_->set_allow_unchecked_kernels(!configured_);
   operator_token_path_ = token_path;
 }
 

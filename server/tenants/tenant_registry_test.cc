@@ -253,5 +253,38 @@ TEST(TenantRegistryTest, ReloadUpdatesInPlaceAndReportsRemovedTenants) {
   EXPECT_EQ((*registry)->Authenticate({{}, "CN=a2"})->tenant, a);
 }
 
+// allow_unchecked_kernels: per tenant, changed in place by a reload; the
+// default tenant of a daemon without tenants, and the operator there, may;
+// with tenants the operator may not.
+TEST(TenantRegistryTest, UncheckedKernelsArePerTenantAndReloaded) {
+  auto bare = TenantRegistry::Create({});
+  ASSERT_TRUE(bare.ok());
+  (*bare)->EnableOperatorToken("op", "/run/x.sock.operator-token");
+  EXPECT_TRUE((*bare)->Authenticate({})->tenant->allow_unchecked_kernels());
+  EXPECT_TRUE(
+      (*bare)->Authenticate(Token("op"))->tenant->allow_unchecked_kernels());
+
+  auto registry =
+      TenantRegistry::Create(Config("tenants { name: 'a' tls_subject: 'CN=a' }"
+                                    "tenants { name: 'b' tls_subject: 'CN=b' "
+                                    "allow_unchecked_kernels: true }"));
+  ASSERT_TRUE(registry.ok());
+  (*registry)->EnableOperatorToken("op", "/run/y.sock.operator-token");
+  auto a = (*registry)->Authenticate({{}, "CN=a"})->tenant;
+  auto b = (*registry)->Authenticate({{}, "CN=b"})->tenant;
+  EXPECT_FALSE(a->allow_unchecked_kernels());
+  EXPECT_TRUE(b->allow_unchecked_kernels());
+  EXPECT_FALSE((*registry)
+                   ->Authenticate(Token("op"))
+                   ->tenant->allow_unchecked_kernels());
+  ASSERT_TRUE((*registry)
+                  ->Reload(Config("tenants { name: 'a' tls_subject: 'CN=a' "
+                                  "allow_unchecked_kernels: true }"
+                                  "tenants { name: 'b' tls_subject: 'CN=b' }"))
+                  .ok());
+  EXPECT_TRUE(a->allow_unchecked_kernels());
+  EXPECT_FALSE(b->allow_unchecked_kernels());
+}
+
 }  // namespace
 }  // namespace gpustream::tenants

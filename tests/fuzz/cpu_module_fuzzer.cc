@@ -41,16 +41,8 @@ struct Table {
   // value the enum lacks.
   std::vector<std::vector<int>> params;
   std::vector<std::vector<GsExtent>> extents;
+  std::vector<const GsExtent*> extent_table;  // def.extents
   std::vector<GsKernelDef> kernels;
-  // The same kernels in the layout of ABI 1 and 2 (no extents), which
-  // def.kernels points at for those versions.
-  struct KernelDefV2 {
-    const char* name;
-    const GsParamKind* params;
-    uint32_t num_params;
-    GsKernelFn fn;
-  };
-  std::vector<KernelDefV2> old_kernels;
 };
 
 // A name: null, empty, one of a few (so that kernels collide), or any bytes
@@ -117,16 +109,13 @@ void Decode(FuzzInput& in, Table& table) {
         {Name(in, table),
          reinterpret_cast<const GsParamKind*>(table.params[k].data()),
          static_cast<uint32_t>(table.params[k].size()),
-         in.OneIn(16) ? nullptr : &Kernel,
-         table.extents[k].empty() ? nullptr : table.extents[k].data()});
-    const GsKernelDef& d = table.kernels.back();
-    table.old_kernels.push_back({d.name, d.params, d.num_params, d.fn});
+         in.OneIn(16) ? nullptr : &Kernel});
+    table.extent_table.push_back(
+        table.extents[k].empty() ? nullptr : table.extents[k].data());
   }
-  table.def.kernels =
-      table.def.abi_version >= 3
-          ? table.kernels.data()
-          : reinterpret_cast<const GsKernelDef*>(table.old_kernels.data());
+  table.def.kernels = table.kernels.data();
   table.def.num_kernels = count;
+  table.def.extents = in.OneIn(8) ? nullptr : table.extent_table.data();
 }
 
 static_assert(sizeof(GsParamKind) == sizeof(int));
@@ -148,14 +137,16 @@ void CheckAccepted(const Table& table, const backend::CpuModule& module) {
       }
       // An extent is taken exactly as declared, on a BUFFER, counting an
       // integer param; none before ABI 3.
-      const bool declared = table.def.abi_version >= 3 &&
-                            kdef.extents != nullptr &&
-                            kdef.extents[p].declared != 0;
+      const GsExtent* extents =
+          table.def.abi_version >= 3 && table.def.extents != nullptr
+              ? table.def.extents[k]
+              : nullptr;
+      const bool declared = extents != nullptr && extents[p].declared != 0;
       const bool has = p < sig.extents.size() && sig.extents[p].has_value();
       if (declared != has) Fail(absl::StrCat("param ", p, " extent lost"));
       if (!has) continue;
       const backend::BufferExtent& e = *sig.extents[p];
-      const GsExtent& d = kdef.extents[p];
+      const GsExtent& d = extents[p];
       if (sig.params[p] != backend::ParamKind::kBuffer || e.bytes != d.bytes ||
           e.bytes_per_element != d.bytes_per_element ||
           e.bytes_per_thread != d.bytes_per_thread ||

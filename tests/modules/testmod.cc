@@ -40,11 +40,11 @@ constexpr GsParamKind kSum[] = {GS_PARAM_BUFFER, GS_PARAM_BYTES};
 // itself by its span): an unchecked kernel, which with tenants configured
 // only tenants with allow_unchecked_kernels may launch.
 constexpr GsExtent kSumExtents[] = {{1, -1, 8, 0, 0}, {0, -1, 0, 0, 0}};
-constexpr GsKernelDef kKernels[] = {
-    {"iota_i64", kIota, 3, IotaI64, nullptr},
-    {"sum_bytes", kSum, 2, SumBytes, kSumExtents}};
+constexpr GsKernelDef kKernels[] = {{"iota_i64", kIota, 3, IotaI64},
+                                    {"sum_bytes", kSum, 2, SumBytes}};
+constexpr const GsExtent* kExtents[] = {nullptr, kSumExtents};
 constexpr GsModuleDef kModule = {GS_CPU_MODULE_ABI_VERSION, "testmod", kKernels,
-                                 2};
+                                 2, kExtents};
 
 }  // namespace
 

@@ -50,34 +50,19 @@ GsArg ToGsArg(KernelArg& arg) {
   return out;
 }
 
-// GsKernelDef before ABI 3, without `extents`: an older module's kernels
-// array has this stride.
-struct KernelDefV2 {
-  const char* name;
-  const GsParamKind* params;
-  uint32_t num_params;
-  GsKernelFn fn;
-};
-
-// Kernel k of `def` in this daemon's layout (no extents before ABI 3).
-GsKernelDef KernelAt(const GsModuleDef& def, uint32_t k) {
-  if (def.abi_version >= 3) return def.kernels[k];
-  const auto* old = reinterpret_cast<const KernelDefV2*>(def.kernels);
-  return {old[k].name, old[k].params, old[k].num_params, old[k].fn, nullptr};
-}
-
 bool IsCount(ParamKind kind) {
   return kind == ParamKind::kI32 || kind == ParamKind::kU32 ||
          kind == ParamKind::kI64 || kind == ParamKind::kU64;
 }
 
-// The extents `kdef` declares, into sig.extents (sig.params parsed).
-absl::Status ReadExtents(const GsKernelDef& kdef, const std::string& origin,
-                         KernelSignature& sig) {
-  if (kdef.extents == nullptr) return absl::OkStatus();
+// The extents `kdef` declares (`extents`: its num_params entries, or null),
+// into sig.extents (sig.params parsed).
+absl::Status ReadExtents(const GsKernelDef& kdef, const GsExtent* extents,
+                         const std::string& origin, KernelSignature& sig) {
+  if (extents == nullptr) return absl::OkStatus();
   sig.extents.resize(kdef.num_params);
   for (uint32_t p = 0; p < kdef.num_params; ++p) {
-    const GsExtent& e = kdef.extents[p];
+    const GsExtent& e = extents[p];
     if (e.declared == 0) continue;
     const auto where = [&] {
       return absl::StrCat(origin, ": kernel ", kdef.name, " param ", p);
@@ -153,7 +138,8 @@ absl::StatusOr<std::unique_ptr<CpuModule>> CpuModule::Create(
   }
   // ABI 2 only appended GsLaunch::stop_requested, which ABI 1 kernels never
   // read: they run unchanged (and cannot be stopped early). ABI 3 appended
-  // GsKernelDef::extents: older modules' kernels load unchecked.
+  // GsModuleDef::extents, read only from ABI 3 modules: older modules'
+  // kernels load unchecked.
   if (def->abi_version < GS_CPU_MODULE_MIN_ABI_VERSION ||
       def->abi_version > GS_CPU_MODULE_ABI_VERSION) {
     return absl::InvalidArgumentError(
@@ -168,7 +154,7 @@ absl::StatusOr<std::unique_ptr<CpuModule>> CpuModule::Create(
   auto module = std::unique_ptr<CpuModule>(new CpuModule());
   module->info_.name = def->name;
   for (uint32_t k = 0; k < def->num_kernels; ++k) {
-    const GsKernelDef kdef = KernelAt(*def, k);
+    const GsKernelDef& kdef = def->kernels[k];
     if (kdef.name == nullptr || kdef.name[0] == '\0' || kdef.fn == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(
           origin, ": kernel #", k, " lacks a name or an entry point"));
@@ -194,7 +180,12 @@ absl::StatusOr<std::unique_ptr<CpuModule>> CpuModule::Create(
       sig.params.push_back(static_cast<ParamKind>(kind));
       sig.layout.push_back({ParamKindSize(sig.params.back()), 0});
     }
-    if (absl::Status s = ReadExtents(kdef, origin, sig); !s.ok()) return s;
+    const GsExtent* extents = def->abi_version >= 3 && def->extents != nullptr
+                                  ? def->extents[k]
+                                  : nullptr;
+    if (absl::Status s = ReadExtents(kdef, extents, origin, sig); !s.ok()) {
+      return s;
+    }
     module->info_.kernels.push_back(sig);
     std::string name = sig.name;
     if (!module->kernels_
