@@ -350,12 +350,13 @@ TEST_F(GpustreamctlTest, DevicesAndModules) {
   ASSERT_EQ(run.exit_code, 0) << run;
   rows = Words(run.out);
   EXPECT_THAT(rows[0], ElementsAre("MODULE", "BACKEND", "KERNEL", "MAX_THREADS",
-                                   "PARAMS"));
+                                   "CHECKED", "PARAMS"));
   const auto saxpy = Words(LineWith(run.out, "saxpy_f32"));
   ASSERT_EQ(saxpy.size(), 1u) << run;
   EXPECT_EQ(saxpy[0][0], "samples");
   EXPECT_EQ(saxpy[0][1], "cpu");
   EXPECT_EQ(saxpy[0].back(), "f32,buffer,buffer,u64");
+  EXPECT_EQ(saxpy[0].at(saxpy[0].size() - 2), "yes");
   EXPECT_EQ(Words(LineWith(run.out, " noop ")).at(0).back(), "-");
 
   run = AsOps({"modules", "--json"});

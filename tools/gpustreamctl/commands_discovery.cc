@@ -145,6 +145,7 @@ absl::StatusOr<Verdict> RunModules(const Invocation& in) {
                {"BACKEND"},
                {"KERNEL"},
                {"MAX_THREADS", Align::kRight},
+               {"CHECKED"},
                {"PARAMS"}});
   for (const v1::Module& m : response.modules()) {
     for (const v1::Kernel& k : m.kernels()) {
@@ -156,6 +157,8 @@ absl::StatusOr<Verdict> RunModules(const Invocation& in) {
                     k.max_threads_per_block() == 0
                         ? "-"
                         : absl::StrCat(k.max_threads_per_block()),
+                    // Unchecked: a BUFFER param declares no extent.
+                    k.checked() ? "yes" : "NO",
                     Cell(absl::StrJoin(params, ","))});
     }
   }
