@@ -41,7 +41,8 @@
  * (GsModuleDef grew `extents` at its end, read only from modules that say
  * ABI 3: older modules' kernels load unchecked). No array element ever
  * changes size, so a module that states an older version than its header
- * still loads.
+ * still loads; never state a newer one (the daemon would read fields the
+ * table lacks).
  *
  * Build one with: g++ -shared -fPIC -I<repo> my_module.cc -o libmine.so
  * and put the .so in the daemon's --modules folder.

@@ -217,18 +217,20 @@ TEST_F(SessionTest, BufferRangesAreChecked) {
 TEST(BufferExtentTest, SignedCountsAndThreadsAreBounded) {
   backend::KernelSignature sig;
   sig.name = "k";
-  sig.params = {backend::ParamKind::kBuffer, backend::ParamKind::kI32};
+  sig.params = {backend::ParamKind::kBuffer, backend::ParamKind::kI32,
+                backend::ParamKind::kBuffer};
   sig.extents = {backend::BufferExtent{.bytes = 16,
                                        .bytes_per_element = 4,
                                        .count_param = 1,
                                        .bytes_per_thread = 2},
-                 std::nullopt};
-  sig.param_names = {"out", "n"};
+                 std::nullopt, std::nullopt};
+  sig.param_names = {"out", "n", "unbounded"};
   v1::LaunchKernelRequest req;
   req.set_module("m");
   req.set_kernel("k");
   req.add_args()->mutable_buffer()->set_offset(8);
   req.add_args()->set_i32(10);
+  req.add_args()->mutable_buffer()->set_offset(8);
   backend::LaunchConfig config;
   config.grid = {2, 1, 1};
   config.block = {3, 1, 1};
@@ -247,6 +249,11 @@ TEST(BufferExtentTest, SignedCountsAndThreadsAreBounded) {
                                     "(-1)"),
             std::string::npos)
       << negative;
+  req.mutable_args(1)->set_i64(-5);  // An I64 count reads the same way.
+  const absl::Status negative64 = CheckBufferExtent(req, sig, config, 0, 1000);
+  EXPECT_NE(negative64.message().find("which is negative (-5)"),
+            std::string::npos)
+      << negative64;
   req.mutable_args(1)->set_i32(0);
   config.grid = {0x7fffffff, 0xffff, 0xffff};
   config.block = {1024, 1, 1};  // 2^73 threads: the product overflows.
@@ -255,8 +262,10 @@ TEST(BufferExtentTest, SignedCountsAndThreadsAreBounded) {
   EXPECT_NE(threads.message().find("more than 2^64 - 1 bytes"),
             std::string::npos)
       << threads;
-  // The param without an extent is not checked.
-  EXPECT_TRUE(CheckBufferExtent(req, sig, config, 1, 0).ok());
+  // A BUFFER param without an extent is not checked (the kernel is
+  // unchecked, which the tenant check handles).
+  EXPECT_FALSE(sig.checked());
+  EXPECT_TRUE(CheckBufferExtent(req, sig, config, 2, 8).ok());
 }
 
 TEST_F(SessionTest, DeviceFaultIsStickyThenFailedPrecondition) {

@@ -263,6 +263,15 @@ TEST(TenantRegistryTest, UncheckedKernelsArePerTenantAndReloaded) {
   EXPECT_TRUE((*bare)->Authenticate({})->tenant->allow_unchecked_kernels());
   EXPECT_TRUE(
       (*bare)->Authenticate(Token("op"))->tenant->allow_unchecked_kernels());
+  // Tenants configured by a reload: the operator loses it, and keeps it lost.
+  for (int reload = 0; reload < 2; ++reload) {
+    ASSERT_TRUE(
+        (*bare)
+            ->Reload(Config("tenants { name: 'c' tls_subject: 'CN=c' }"))
+            .ok());
+    EXPECT_FALSE(
+        (*bare)->Authenticate(Token("op"))->tenant->allow_unchecked_kernels());
+  }
 
   auto registry =
       TenantRegistry::Create(Config("tenants { name: 'a' tls_subject: 'CN=a' }"
