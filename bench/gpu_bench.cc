@@ -33,7 +33,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "bench/bench_util.h"
 #include "server/backend/backend_factory.h"
@@ -157,18 +156,15 @@ absl::StatusOr<std::unique_ptr<Native>> Native::Open(
   if (!stream.ok()) return stream.status();
   n->stream_ = *stream;
   const backend::DeviceInfo& info = properties->info;
+  // "<library> (<vendor> <version>)", with the library's file name, not its
+  // path: a path would swamp the summary.
+  std::string driver = d.Describe();
+  driver.erase(0, driver.rfind('/', driver.find(' ')) + 1);
   n->description_ = absl::StrCat(info.name,
                                  absl::StrContains(info.name, info.arch)
                                      ? ""
                                      : absl::StrCat(" (", info.arch, ")"),
-                                 ", ", d.Describe());
-  // The library's file name, not its path: a path would swamp the summary.
-  if (const std::string path =
-          options.backend == "hip" ? options.hip_runtime : options.cuda_driver;
-      path.find('/') != std::string::npos) {
-    absl::StrReplaceAll({{path.substr(0, path.rfind('/') + 1), ""}},
-                        &n->description_);
-  }
+                                 ", ", driver);
   return n;
 }
 

@@ -166,11 +166,12 @@ absl::Status CheckBufferExtent(const v1::LaunchKernelRequest& req,
   // every step overflow-checked: an overflow is an extent past any buffer.
   uint64_t extent = e.bytes;
   bool too_big = false;
+  bool negative = false;
   uint64_t count = 0;
   if (e.count_param >= 0) {
-    too_big = !CountValue(req.args(e.count_param), &count);
+    negative = !CountValue(req.args(e.count_param), &count);
     uint64_t bytes = 0;
-    too_big = too_big ||
+    too_big = negative ||
               __builtin_mul_overflow(e.bytes_per_element, count, &bytes) ||
               __builtin_add_overflow(extent, bytes, &extent);
   }
@@ -187,25 +188,24 @@ absl::Status CheckBufferExtent(const v1::LaunchKernelRequest& req,
       arg.offset() <= buffer_size - extent) {
     return absl::OkStatus();
   }
-  const std::string param =
+  const std::string where = absl::StrCat(
+      "args[", i, "]: kernel ", req.module(), ".", req.kernel(), " param ", i,
       static_cast<size_t>(i) < kernel.param_names.size() &&
               !kernel.param_names[i].empty()
-          ? absl::StrCat("param ", i, " (", kernel.param_names[i], ")")
-          : absl::StrCat("param ", i);
-  std::string counted;
-  if (e.count_param >= 0) {
-    const std::string count_arg = absl::StrCat("args[", e.count_param, "]");
-    if (!CountValue(req.args(e.count_param), &count)) {
-      return absl::OutOfRangeError(absl::StrCat(
-          "args[", i, "]: kernel ", req.module(), ".", req.kernel(), " ", param,
-          " is counted by ", count_arg, ", which is negative (",
-          static_cast<int64_t>(count), ")"));
-    }
-    counted = absl::StrCat(" for a count of ", count, " (", count_arg, ")");
+          ? absl::StrCat(" (", kernel.param_names[i], ")")
+          : "");
+  const std::string count_arg = absl::StrCat("args[", e.count_param, "]");
+  if (negative) {
+    return absl::OutOfRangeError(absl::StrCat(
+        where, " is counted by ", count_arg, ", which is negative (",
+        static_cast<int64_t>(count), ")"));
   }
+  const std::string counted =
+      e.count_param >= 0
+          ? absl::StrCat(" for a count of ", count, " (", count_arg, ")")
+          : "";
   return absl::OutOfRangeError(absl::StrCat(
-      "args[", i, "]: kernel ", req.module(), ".", req.kernel(), " ", param,
-      " reaches ",
+      where, " reaches ",
       too_big ? std::string("more than 2^64 - 1 bytes")
               : absl::StrCat(extent, " bytes"),
       counted, " from offset ", arg.offset(), ", past the end of buffer_id ",

@@ -23,7 +23,7 @@ std::atomic<int> g_compute_capability{90};
 
 // The emulation is CUDA's from the moment the library is loaded: its
 // messages name libfakecuda, before cuInit too.
-const bool g_skinned = [] {
+[[maybe_unused]] const bool g_skinned = [] {
   fakegpu::Skin skin;
   skin.library = "libfakecuda";
   skin.connections_env = "CUDA_DEVICE_MAX_CONNECTIONS";
@@ -52,7 +52,6 @@ int ComputeCapability() {
 // CUDA_DEVICE_MAX_CONNECTIONS hardware queues (default 8). The emulation
 // reads its knobs once; so is the compute capability.
 CUresult Fake_cuInit(unsigned int flags) {
-  (void)g_skinned;
   std::lock_guard<std::mutex> lock(g_init_mu);
   if (fakegpu::GetConfig() == nullptr) {  // Read once, as the emulation does.
     uint64_t version = 0;

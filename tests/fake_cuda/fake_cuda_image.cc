@@ -148,8 +148,9 @@ CUresult Fake_cuModuleLoadData(CUmodule* module, const void* image) {
   CUresult error = CUDA_SUCCESS;
   const uint64_t size = CheckImage(image, &error);
   if (size == 0) return error;
-  return ToCu(fakegpu::ModuleLoadTwins(static_cast<const char*>(image), size,
-                                       Handle<fakegpu::ModuleHandle*>(module)));
+  return ToCu(
+      fakegpu::ModuleLoadTwins(static_cast<const char*>(image), size,
+                               HandleCast<fakegpu::ModuleHandle*>(module)));
 }
 
 }  // namespace fakecuda

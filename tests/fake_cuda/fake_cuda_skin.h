@@ -30,12 +30,7 @@ CUresult ToCu(fakegpu::Result result);
 // 0 with *error set when the device cannot run it.
 uint64_t CheckImage(const void* image, CUresult* error);
 
-// CUDA's handles are the emulation's tokens.
-template <class To, class From>
-To Handle(From from) {
-  static_assert(sizeof(To) == sizeof(From));
-  return reinterpret_cast<To>(from);
-}
+using fakegpu::HandleCast;
 
 }  // namespace fakecuda
 

@@ -31,21 +31,14 @@ static_assert(gpu::kWriteValueNoMemoryBarrier ==
               CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER);
 static_assert(sizeof(gpu::DevicePtr) == sizeof(CUdeviceptr));
 
-gpu::StreamHandle Gpu(CUstream s) { return Handle<gpu::StreamHandle>(s); }
-gpu::EventHandle Gpu(CUevent e) { return Handle<gpu::EventHandle>(e); }
-gpu::ContextHandle Gpu(CUcontext c) { return Handle<gpu::ContextHandle>(c); }
-gpu::ModuleHandle Gpu(CUmodule m) { return Handle<gpu::ModuleHandle>(m); }
-gpu::FunctionHandle Gpu(CUfunction f) { return Handle<gpu::FunctionHandle>(f); }
-
-// Results into a CUdeviceptr: the emulation's DevicePtr is another 64-bit
-// type.
-template <class Call>
-CUresult IntoDevicePtr(CUdeviceptr* out, Call call) {
-  if (out == nullptr) return ToCu(call(nullptr));
-  gpu::DevicePtr ptr = 0;
-  const CUresult r = ToCu(call(&ptr));
-  if (r == CUDA_SUCCESS) *out = ptr;
-  return r;
+gpu::StreamHandle Gpu(CUstream s) { return HandleCast<gpu::StreamHandle>(s); }
+gpu::EventHandle Gpu(CUevent e) { return HandleCast<gpu::EventHandle>(e); }
+gpu::ContextHandle Gpu(CUcontext c) {
+  return HandleCast<gpu::ContextHandle>(c);
+}
+gpu::ModuleHandle Gpu(CUmodule m) { return HandleCast<gpu::ModuleHandle>(m); }
+gpu::FunctionHandle Gpu(CUfunction f) {
+  return HandleCast<gpu::FunctionHandle>(f);
 }
 
 gpu::FunctionAttribute Gpu(CUfunction_attribute attribute) {
@@ -128,7 +121,7 @@ CUresult Fake_cuDeviceTotalMem(size_t* bytes, CUdevice dev) {
 
 CUresult Fake_cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   return ToCu(
-      gpu::DevicePrimaryCtxRetain(Handle<gpu::ContextHandle*>(pctx), dev));
+      gpu::DevicePrimaryCtxRetain(HandleCast<gpu::ContextHandle*>(pctx), dev));
 }
 
 CUresult Fake_cuDevicePrimaryCtxRelease(CUdevice dev) {
@@ -144,7 +137,7 @@ CUresult Fake_cuCtxSetCurrent(CUcontext ctx) {
 }
 
 CUresult Fake_cuCtxGetCurrent(CUcontext* pctx) {
-  return ToCu(gpu::CtxGetCurrent(Handle<gpu::ContextHandle*>(pctx)));
+  return ToCu(gpu::CtxGetCurrent(HandleCast<gpu::ContextHandle*>(pctx)));
 }
 
 CUresult Fake_cuCtxSynchronize() { return ToCu(gpu::CtxSynchronize()); }
@@ -159,8 +152,8 @@ CUresult Fake_cuCtxGetStreamPriorityRange(int* least, int* greatest) {
 
 CUresult Fake_cuStreamCreateWithPriority(CUstream* stream, unsigned int flags,
                                          int priority) {
-  return ToCu(gpu::StreamCreateWithPriority(Handle<gpu::StreamHandle*>(stream),
-                                            flags, priority));
+  return ToCu(gpu::StreamCreateWithPriority(
+      HandleCast<gpu::StreamHandle*>(stream), flags, priority));
 }
 
 CUresult Fake_cuStreamDestroy(CUstream stream) {
@@ -206,7 +199,7 @@ CUresult Fake_cuLaunchKernel(CUfunction f, unsigned int grid_x,
 }
 
 CUresult Fake_cuEventCreate(CUevent* event, unsigned int flags) {
-  return ToCu(gpu::EventCreate(Handle<gpu::EventHandle*>(event), flags));
+  return ToCu(gpu::EventCreate(HandleCast<gpu::EventHandle*>(event), flags));
 }
 
 CUresult Fake_cuEventDestroy(CUevent event) {
@@ -230,17 +223,17 @@ CUresult Fake_cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
 }
 
 CUresult Fake_cuMemAlloc(CUdeviceptr* dptr, size_t bytes) {
-  return IntoDevicePtr(
-      dptr, [&](gpu::DevicePtr* p) { return gpu::MemAlloc(p, bytes); });
+  return ToCu(gpu::IntoDevicePtr(
+      dptr, [&](gpu::DevicePtr* p) { return gpu::MemAlloc(p, bytes); }));
 }
 
 CUresult Fake_cuMemFree(CUdeviceptr dptr) { return ToCu(gpu::MemFree(dptr)); }
 
 CUresult Fake_cuMemAllocAsync(CUdeviceptr* dptr, size_t bytes,
                               CUstream stream) {
-  return IntoDevicePtr(dptr, [&](gpu::DevicePtr* p) {
+  return ToCu(gpu::IntoDevicePtr(dptr, [&](gpu::DevicePtr* p) {
     return gpu::MemAllocAsync(p, bytes, Gpu(stream));
-  });
+  }));
 }
 
 CUresult Fake_cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
@@ -255,9 +248,9 @@ CUresult Fake_cuMemFreeHost(void* p) { return ToCu(gpu::MemFreeHost(p)); }
 
 CUresult Fake_cuMemHostGetDevicePointer(CUdeviceptr* pdptr, void* p,
                                         unsigned int flags) {
-  return IntoDevicePtr(pdptr, [&](gpu::DevicePtr* d) {
+  return ToCu(gpu::IntoDevicePtr(pdptr, [&](gpu::DevicePtr* d) {
     return gpu::MemHostGetDevicePointer(d, p, flags);
-  });
+  }));
 }
 
 CUresult Fake_cuMemGetInfo(size_t* free, size_t* total) {
@@ -290,7 +283,7 @@ CUresult Fake_cuModuleUnload(CUmodule module) {
 
 CUresult Fake_cuModuleGetFunction(CUfunction* function, CUmodule module,
                                   const char* name) {
-  return ToCu(gpu::ModuleGetFunction(Handle<gpu::FunctionHandle*>(function),
+  return ToCu(gpu::ModuleGetFunction(HandleCast<gpu::FunctionHandle*>(function),
                                      Gpu(module), name));
 }
 

@@ -11,6 +11,7 @@
 #ifndef TESTS_FAKE_GPU_FAKE_GPU_H_
 #define TESTS_FAKE_GPU_FAKE_GPU_H_
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -52,6 +53,26 @@ typedef struct FunctionHandle_* FunctionHandle;
 // addressing).
 using DevicePtr = uint64_t;
 using HostFn = void (*)(void* data);
+
+// For the skins: a vendor's handle (CUstream, hipStream_t, and pointers to
+// them) is the emulation's token, reinterpreted.
+template <class To, class From>
+To HandleCast(From from) {
+  static_assert(sizeof(To) == sizeof(From));
+  return reinterpret_cast<To>(from);
+}
+
+// For the skins: calls `call` with a DevicePtr* and stores what it wrote in
+// *out, a vendor's device pointer of the same size (CUdeviceptr, void*),
+// only on success; a null `out` is passed on as null.
+template <class Out, class Call>
+Result IntoDevicePtr(Out* out, Call call) {
+  if (out == nullptr) return call(nullptr);
+  DevicePtr ptr = 0;
+  const Result r = call(&ptr);
+  if (r == Result::kSuccess) *out = std::bit_cast<Out>(ptr);
+  return r;
+}
 
 // Flags, each with the meaning (and, as it happens, the bit) that CUDA and
 // HIP give theirs; the skins check that with static_assert.

@@ -253,34 +253,23 @@ const Name* FindName(Error e) {
   return nullptr;
 }
 
-template <class To, class From>
-To Handle(From from) {
-  static_assert(sizeof(To) == sizeof(From));
-  return reinterpret_cast<To>(from);
+gpu::StreamHandle Gpu(api::Stream* s) {
+  return gpu::HandleCast<gpu::StreamHandle>(s);
 }
-gpu::StreamHandle Gpu(api::Stream* s) { return Handle<gpu::StreamHandle>(s); }
-gpu::EventHandle Gpu(api::Event* e) { return Handle<gpu::EventHandle>(e); }
+gpu::EventHandle Gpu(api::Event* e) {
+  return gpu::HandleCast<gpu::EventHandle>(e);
+}
 gpu::FunctionHandle Gpu(api::Function* f) {
-  return Handle<gpu::FunctionHandle>(f);
+  return gpu::HandleCast<gpu::FunctionHandle>(f);
 }
-gpu::ModuleHandle Gpu(api::Module* m) { return Handle<gpu::ModuleHandle>(m); }
+gpu::ModuleHandle Gpu(api::Module* m) {
+  return gpu::HandleCast<gpu::ModuleHandle>(m);
+}
 gpu::DevicePtr Gpu(void* p) { return reinterpret_cast<gpu::DevicePtr>(p); }
-
-// Results into a void* device pointer: the emulation's DevicePtr is an
-// integer.
-template <class Call>
-Error IntoPointer(void** out, Call call) {
-  if (out == nullptr) return ToHip(call(nullptr));
-  gpu::DevicePtr ptr = 0;
-  const Error e = ToHip(call(&ptr));
-  if (e == api::kSuccess) *out = reinterpret_cast<void*>(ptr);
-  return e;
-}
 
 // hipModuleLaunchKernel's `extra` markers (hip_runtime_api.h): the buffer
 // markers are the emulation's, the end marker is not.
 void* const kHipLaunchParamEnd = reinterpret_cast<void*>(0x03);
-static_assert(sizeof(void*) == 8);
 
 // hipFunction_attribute values the emulation models beyond hip_api.h's,
 // and the end of the enum (driver_types.h).
@@ -357,20 +346,36 @@ FAKEHIP_EXPORT Error hipDeviceGetAttribute(int* value,
                                            int device) {
   // As ROCclr checks: the value pointer and the attribute, then the device.
   if (value == nullptr) return api::kErrorInvalidValue;
+  const gpu::DeviceLimits& limits = gpu::kDeviceLimits;
+  int answer = 0;
   switch (attribute) {
     case api::kAttrComputeCapabilityMajor:
+      answer = 9;  // gfx9
+      break;
     case api::kAttrMaxSharedMemoryPerBlock:
+      answer = 64 * 1024;  // LDS per workgroup, no opt-in
+      break;
     case api::kAttrMaxBlockDimX:
     case api::kAttrMaxBlockDimY:
     case api::kAttrMaxBlockDimZ:
+      answer = limits.max_block_dim[attribute - api::kAttrMaxBlockDimX];
+      break;
     case api::kAttrMaxGridDimX:
     case api::kAttrMaxGridDimY:
     case api::kAttrMaxGridDimZ:
-    case api::kAttrMaxThreadsPerBlock:
-    case api::kAttrMultiprocessorCount:
-    case api::kAttrMemoryPoolsSupported:
-    case api::kAttrCanUseStreamWaitValue:
+      answer = limits.max_grid_dim[attribute - api::kAttrMaxGridDimX];
       break;
+    case api::kAttrMaxThreadsPerBlock:
+      answer = limits.max_threads_per_block;
+      break;
+    case api::kAttrMultiprocessorCount:
+      answer = limits.multiprocessors;
+      break;
+    case api::kAttrMemoryPoolsSupported:
+      answer = 1;
+      break;
+    case api::kAttrCanUseStreamWaitValue:
+      break;  // The device's: below.
     default:
       return api::kErrorInvalidValue;
   }
@@ -379,39 +384,8 @@ FAKEHIP_EXPORT Error hipDeviceGetAttribute(int* value,
       r != gpu::Result::kSuccess) {
     return ToHip(r);
   }
-  const gpu::DeviceLimits& limits = gpu::kDeviceLimits;
-  switch (attribute) {
-    case api::kAttrComputeCapabilityMajor:
-      *value = 9;  // gfx9
-      break;
-    case api::kAttrMaxSharedMemoryPerBlock:
-      *value = 64 * 1024;  // LDS per workgroup, no opt-in
-      break;
-    case api::kAttrMaxBlockDimX:
-    case api::kAttrMaxBlockDimY:
-    case api::kAttrMaxBlockDimZ:
-      *value = limits.max_block_dim[attribute - api::kAttrMaxBlockDimX];
-      break;
-    case api::kAttrMaxGridDimX:
-    case api::kAttrMaxGridDimY:
-    case api::kAttrMaxGridDimZ:
-      *value = limits.max_grid_dim[attribute - api::kAttrMaxGridDimX];
-      break;
-    case api::kAttrMaxThreadsPerBlock:
-      *value = limits.max_threads_per_block;
-      break;
-    case api::kAttrMultiprocessorCount:
-      *value = limits.multiprocessors;
-      break;
-    case api::kAttrMemoryPoolsSupported:
-      *value = 1;
-      break;
-    case api::kAttrCanUseStreamWaitValue:
-      *value = wait_value ? 1 : 0;
-      break;
-    default:
-      return api::kErrorInvalidValue;
-  }
+  *value = attribute == api::kAttrCanUseStreamWaitValue ? (wait_value ? 1 : 0)
+                                                        : answer;
   return api::kSuccess;
 }
 
@@ -433,8 +407,8 @@ FAKEHIP_EXPORT Error hipGetDeviceProperties(api::DeviceProp* prop, int device) {
 
 FAKEHIP_EXPORT Error hipDevicePrimaryCtxRetain(api::Context** context,
                                                api::Device device) {
-  return ToHip(gpu::DevicePrimaryCtxRetain(Handle<gpu::ContextHandle*>(context),
-                                           device));
+  return ToHip(gpu::DevicePrimaryCtxRetain(
+      gpu::HandleCast<gpu::ContextHandle*>(context), device));
 }
 
 FAKEHIP_EXPORT Error hipDevicePrimaryCtxRelease(api::Device device) {
@@ -458,7 +432,8 @@ FAKEHIP_EXPORT Error hipDevicePrimaryCtxReset(api::Device device) {
 }
 
 FAKEHIP_EXPORT Error hipCtxSetCurrent(api::Context* context) {
-  return ToHip(gpu::CtxSetCurrent(Handle<gpu::ContextHandle>(context)));
+  return ToHip(
+      gpu::CtxSetCurrent(gpu::HandleCast<gpu::ContextHandle>(context)));
 }
 
 FAKEHIP_EXPORT Error hipDeviceGetStreamPriorityRange(int* least,
@@ -471,8 +446,9 @@ FAKEHIP_EXPORT Error hipDeviceGetStreamPriorityRange(int* least,
 FAKEHIP_EXPORT Error hipStreamCreateWithPriority(api::Stream** stream,
                                                  unsigned int flags,
                                                  int priority) {
-  return ToHip(gpu::StreamCreateWithPriority(Handle<gpu::StreamHandle*>(stream),
-                                             flags, ToGpuPriority(priority)));
+  return ToHip(
+      gpu::StreamCreateWithPriority(gpu::HandleCast<gpu::StreamHandle*>(stream),
+                                    flags, ToGpuPriority(priority)));
 }
 
 FAKEHIP_EXPORT Error hipStreamDestroy(api::Stream* stream) {
@@ -499,7 +475,8 @@ FAKEHIP_EXPORT Error hipStreamWriteValue64(api::Stream* stream, void* ptr,
 
 FAKEHIP_EXPORT Error hipEventCreateWithFlags(api::Event** event,
                                              unsigned flags) {
-  return ToHip(gpu::EventCreate(Handle<gpu::EventHandle*>(event), flags));
+  return ToHip(
+      gpu::EventCreate(gpu::HandleCast<gpu::EventHandle*>(event), flags));
 }
 
 FAKEHIP_EXPORT Error hipEventDestroy(api::Event* event) {
@@ -520,8 +497,8 @@ FAKEHIP_EXPORT Error hipEventElapsedTime(float* ms, api::Event* start,
 }
 
 FAKEHIP_EXPORT Error hipMalloc(void** ptr, size_t size) {
-  return IntoPointer(ptr,
-                     [&](gpu::DevicePtr* p) { return gpu::MemAlloc(p, size); });
+  return ToHip(gpu::IntoDevicePtr(
+      ptr, [&](gpu::DevicePtr* p) { return gpu::MemAlloc(p, size); }));
 }
 
 FAKEHIP_EXPORT Error hipFree(void* ptr) {
@@ -530,9 +507,9 @@ FAKEHIP_EXPORT Error hipFree(void* ptr) {
 
 FAKEHIP_EXPORT Error hipMallocAsync(void** ptr, size_t size,
                                     api::Stream* stream) {
-  return IntoPointer(ptr, [&](gpu::DevicePtr* p) {
+  return ToHip(gpu::IntoDevicePtr(ptr, [&](gpu::DevicePtr* p) {
     return gpu::MemAllocAsync(p, size, Gpu(stream));
-  });
+  }));
 }
 
 FAKEHIP_EXPORT Error hipFreeAsync(void* ptr, api::Stream* stream) {
@@ -550,9 +527,9 @@ FAKEHIP_EXPORT Error hipHostFree(void* ptr) {
 
 FAKEHIP_EXPORT Error hipHostGetDevicePointer(void** device_ptr, void* host_ptr,
                                              unsigned int flags) {
-  return IntoPointer(device_ptr, [&](gpu::DevicePtr* p) {
+  return ToHip(gpu::IntoDevicePtr(device_ptr, [&](gpu::DevicePtr* p) {
     return gpu::MemHostGetDevicePointer(p, host_ptr, flags);
-  });
+  }));
 }
 
 FAKEHIP_EXPORT Error hipMemGetInfo(size_t* free, size_t* total) {
@@ -588,8 +565,8 @@ FAKEHIP_EXPORT Error hipModuleLoadData(api::Module** module,
   if (Error e = CodeObjectFor(image, &code, &size); e != api::kSuccess) {
     return e;
   }
-  return ToHip(
-      gpu::ModuleLoadTwins(code, size, Handle<gpu::ModuleHandle*>(module)));
+  return ToHip(gpu::ModuleLoadTwins(
+      code, size, gpu::HandleCast<gpu::ModuleHandle*>(module)));
 }
 
 FAKEHIP_EXPORT Error hipModuleUnload(api::Module* module) {
