@@ -15,6 +15,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -60,6 +61,12 @@ ABSL_FLAG(std::string, hip_runtime, "",
           "The HIP runtime library the hip backend loads: a file name "
           "searched as dlopen does, or a path (tests point it at the fake "
           "runtime); empty: libamdhip64.so.6, then libamdhip64.so.5");
+ABSL_FLAG(std::string, gpu_sharing, "",
+          "How tenants share a GPU: shared_context (one context, the "
+          "default), context_per_tenant (a context of each tenant's own: "
+          "faults stay in it) or sm_partitions (CUDA green contexts: SMs "
+          "split by weight). Empty: the config's gpu_sharing. The CPU "
+          "backend keeps its weighted fair queuing in every mode");
 ABSL_FLAG(uint64_t, cpu_memory_bytes, uint64_t{1} << 30,
           "Device memory of the CPU backend, in bytes");
 ABSL_FLAG(uint32_t, lease_seconds, 60,
@@ -418,6 +425,19 @@ int Run(int argc, char** argv) {
       flag_or_config("lease_seconds", absl::GetFlag(FLAGS_lease_seconds),
                      limits.default_lease_seconds());
   options.max_lease_seconds = Or(limits.max_lease_seconds(), 3600u);
+  options.gpu_sharing = config->gpu_sharing();
+  if (const std::string sharing = absl::GetFlag(FLAGS_gpu_sharing);
+      !sharing.empty()) {
+    // The enum's names without their prefix, in lower case.
+    const std::string name =
+        absl::AsciiStrToUpper(absl::StrCat("GPU_SHARING_", sharing));
+    if (absl::AsciiStrToLower(name) != absl::StrCat("gpu_sharing_", sharing) ||
+        !v1::GpuSharing_Parse(name, &options.gpu_sharing)) {
+      return StartFailed(absl::InvalidArgumentError(absl::StrCat(
+          "--gpu_sharing=", sharing,
+          ": want shared_context, context_per_tenant or sm_partitions")));
+    }
+  }
   // 0 given on the command line is no default: a lease of 0 would end
   // every session at once, a limit of 0 would stop every launch.
   for (auto [name, value] :
@@ -479,6 +499,10 @@ int Run(int argc, char** argv) {
       session::ServerCore::Create(std::move(devices->devices), module_folders,
                                   options, *std::move(tenants));
   if (!core.ok()) return StartFailed(core.status());
+  log::Info("gpu_sharing")
+      .Str("mode",
+           absl::AsciiStrToLower(absl::StripPrefix(
+               v1::GpuSharing_Name(options.gpu_sharing), "GPU_SHARING_")));
   for (const absl::Status& refused : (*core)->RefusedModules()) {
     log::Error("module_refused").Status(refused);
   }

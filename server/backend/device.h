@@ -19,6 +19,15 @@
 
 namespace gpustream::backend {
 
+// A share of a device's SMs (a CUDA green context) that queues run on:
+// made by Device::PartitionSms, released (on the device's cleanup thread)
+// when the last queue and owner let go. Thread-safe.
+class SmPartition {
+ public:
+  virtual ~SmPartition() = default;
+  virtual uint32_t sm_count() const = 0;
+};
+
 struct QueueOptions {
   int32_t priority = 0;  // Within [priority_greatest, priority_least].
   // The tenant the queue's work is charged to and scheduled for (fair
@@ -30,6 +39,9 @@ struct QueueOptions {
   uint64_t session_key = 0;
   // Called once, on a backend thread, when the queue's work first fails.
   absl::AnyInvocable<void(const absl::Status&)> on_error;
+  // The SMs the queue's kernels run on (PartitionSms of this device, since
+  // its last Recover); null: all of the device's.
+  std::shared_ptr<SmPartition> partition;
 };
 
 // A device or its context failed for good (a GPU kernel fault poisons the
@@ -80,6 +92,26 @@ class Device {
   // RESOURCE_EXHAUSTED when the device lacks the memory.
   virtual absl::StatusOr<std::shared_ptr<Buffer>> Allocate(uint64_t size,
                                                            MemoryKind kind) = 0;
+
+  // --- Sharing the device between tenants (ServerConfig.gpu_sharing) -------
+  // A context of its own on the same device: its own address space,
+  // objects and modules (load them again), and failures (a fault there
+  // fails only it; its fatal-error handler is its own). Released when
+  // destroyed, after every object it made. UNIMPLEMENTED (with the reason)
+  // where the backend's contexts would isolate nothing.
+  virtual absl::StatusOr<std::unique_ptr<Device>> CreateContext() {
+    return absl::UnimplementedError(
+        "this backend has no contexts to give each tenant");
+  }
+  // Disjoint partitions of the device's SMs, one per weight, sized by
+  // weight at the device's partition granularity (at least one granule
+  // each). FAILED_PRECONDITION saying why where the device has too few
+  // granules; UNIMPLEMENTED where it cannot partition.
+  virtual absl::StatusOr<std::vector<std::shared_ptr<SmPartition>>>
+  PartitionSms(const std::vector<uint32_t>& weights) {
+    return absl::UnimplementedError(
+        "this backend cannot partition its device's SMs");
+  }
 
   // Modules compiled into the daemon for this backend.
   virtual std::vector<std::unique_ptr<Module>> BuiltinModules() = 0;

@@ -21,27 +21,67 @@ absl::StatusOr<std::unique_ptr<ServerCore>> ServerCore::Create(
     tenants = *std::move(none);
   }
   core->tenants_ = std::move(tenants);
+  core->sharing_mode_ = options.gpu_sharing;
   std::vector<DeviceSlot> slots;
+  const TenantWeights weights = core->Weights();
   for (auto& device : devices) {
     auto registry = modules::ModuleRegistry::Create(*device, module_folders);
     if (!registry.ok()) return registry.status();
-    slots.push_back({device.get(), registry->get()});
+    auto sharing =
+        DeviceSharing::Create(options.gpu_sharing, device.get(),
+                              registry->get(), module_folders, weights);
+    if (!sharing.ok()) {
+      return absl::Status(sharing.status().code(),
+                          absl::StrCat("device ", core->devices_.size(), ": ",
+                                       sharing.status().message()));
+    }
+    slots.push_back({sharing->get()});
     core->registries_.push_back(*std::move(registry));
     core->devices_.push_back(std::move(device));
+    core->sharing_.push_back(*std::move(sharing));
   }
   core->sessions_ = std::make_unique<SessionManager>(
       std::move(slots), &core->timer_, core->tenants_.get(), options);
   for (uint32_t i = 0; i < core->devices_.size(); ++i) {
     core->devices_[i]->SetFatalErrorHandler(
         [core = core.get(), i](const backend::DeviceFailure& failure) {
-          core->OnDeviceFailure(i, failure);
+          core->OnDeviceFailure(i, nullptr, failure);
+        });
+    core->sharing_[i]->SetContextFailureHandler(
+        [core = core.get(), i](const backend::Device* context,
+                               const backend::DeviceFailure& failure) {
+          core->OnDeviceFailure(i, context, failure);
         });
   }
   return core;
 }
 
+TenantWeights ServerCore::Weights() const {
+  TenantWeights weights;
+  // Not the local operator's: an administrator's credential should not
+  // take a share of the SMs from every tenant.
+  for (const auto& tenant : tenants_->All()) {
+    weights.emplace_back(tenant->name(), tenant->weight());
+  }
+  return weights;
+}
+
+void ServerCore::Repartition() {
+  const TenantWeights weights = Weights();
+  for (uint32_t i = 0; i < sharing_.size(); ++i) {
+    if (absl::Status s = sharing_[i]->Repartition(weights); !s.ok()) {
+      // The old split stays; tenants it lacks cannot open sessions.
+      log::Error("sm_partition_failed")
+          .Num("device", i)
+          .Status(s)
+          .Str("action", "keeping the previous split");
+    }
+  }
+}
+
 ServerCore::~ServerCore() {
   for (auto& device : devices_) device->SetFatalErrorHandler(nullptr);
+  for (auto& sharing : sharing_) sharing->SetContextFailureHandler(nullptr);
 }
 
 std::vector<absl::Status> ServerCore::RefusedModules() const {
@@ -54,6 +94,7 @@ std::vector<absl::Status> ServerCore::RefusedModules() const {
 }
 
 void ServerCore::OnDeviceFailure(uint32_t device_id,
+                                 const backend::Device* context,
                                  const backend::DeviceFailure& failure) {
   const absl::Status& cause = failure.cause;
   // On one shared context the device cannot tell whose kernel faulted,
@@ -71,6 +112,25 @@ void ServerCore::OnDeviceFailure(uint32_t device_id,
       : with_kernels == 1
           ? running.front()
           : absl::StrCat("one of: ", absl::StrJoin(running, ", "));
+  if (context != nullptr) {
+    // A tenant's own context: only its sessions end; the context is out of
+    // service already and goes with its last session.
+    log::Error("tenant_context_failed")
+        .Num("device", device_id)
+        .Status(cause)
+        .Num("sessions_with_kernels", with_kernels)
+        .Str("caused_by", caused_by)
+        .Str("action",
+             "aborting the sessions on that tenant context; the other "
+             "tenants' run on");
+    sessions_->AbortDevice(
+        device_id, context,
+        absl::AbortedError(absl::StrCat(
+            "the tenant's context on device ", device_id, " failed (",
+            cause.message(), "); the session was ended, open a new one")),
+        [] {});
+    return;
+  }
   log::Error("device_failed")
       .Num("device", device_id)
       .Status(cause)
@@ -83,9 +143,14 @@ void ServerCore::OnDeviceFailure(uint32_t device_id,
   const absl::Status reason = absl::AbortedError(
       absl::StrCat("device ", device_id, " failed (", cause.message(),
                    "); the session was ended, open a new one"));
-  sessions_->AbortDevice(device_id, reason, [this, device_id] {
+  sessions_->AbortDevice(device_id, nullptr, reason, [this, device_id] {
     absl::Status recovered = devices_[device_id]->Recover();
     if (recovered.ok()) {
+      // The reset destroyed the green contexts of the old split.
+      if (absl::Status s = sharing_[device_id]->Repartition(Weights());
+          !s.ok()) {
+        log::Error("sm_partition_failed").Num("device", device_id).Status(s);
+      }
       log::Info("device_recovered").Num("device", device_id);
     } else {
       log::Error("device_unrecoverable")
@@ -221,9 +286,18 @@ absl::Status ServerCore::KeepAlive(const Principal& who,
 }
 
 absl::Status ServerCore::ReloadTenants(const v1::ServerConfig& config) {
+  const TenantWeights before = Weights();
   auto removed = tenants_->Reload(config);
   if (!removed.ok()) return removed.status();
   for (const std::string& tenant : *removed) sessions_->EndTenant(tenant);
+  if (config.gpu_sharing() != sharing_mode_) {
+    log::Warning("gpu_sharing_unchanged")
+        .Str("meaning",
+             "gpu_sharing is read at start only: restart the daemon to "
+             "change it");
+  }
+  // New weights or tenants: new sessions get the new split.
+  if (Weights() != before) Repartition();
   log::Info("tenants_reloaded")
       .Num("tenants", tenants_->All().size())
       .Num("removed", removed->size());
@@ -280,7 +354,13 @@ void ServerCore::Stats(v1::GetStatsResponse* resp) const {
   if (auto local_operator = tenants_->Operator(); local_operator != nullptr) {
     tenants.push_back(std::move(local_operator));
   }
-  for (const auto& tenant : tenants) tenant->Describe(resp->add_tenants());
+  for (const auto& tenant : tenants) {
+    v1::TenantStats* t = resp->add_tenants();
+    tenant->Describe(t);
+    uint32_t sms = 0;
+    for (const auto& sharing : sharing_) sms += sharing->SmCount(t->tenant());
+    t->set_sm_count(sms);
+  }
   for (uint32_t i = 0; i < devices_.size(); ++i) {
     const backend::MemoryInfo memory = devices_[i]->memory();
     v1::DeviceStats* d = resp->add_devices();
@@ -291,6 +371,8 @@ void ServerCore::Stats(v1::GetStatsResponse* resp) const {
     uint64_t busy_ns = 0;
     for (const auto& tenant : tenants) busy_ns += tenant->busy_ns(i);
     d->set_busy_seconds(static_cast<double>(busy_ns) / 1e9);
+    d->set_sharing(sharing_[i]->sharing());
+    d->set_tenant_contexts(sharing_[i]->TenantContexts());
   }
 }
 

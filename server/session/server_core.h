@@ -113,9 +113,17 @@ class ServerCore {
   ServerCore() = default;
 
   // A device's fatal error: abort its sessions (ABORTED naming the cause),
-  // then reset the device so that new sessions work.
-  void OnDeviceFailure(uint32_t device_id,
+  // then reset the device so that new sessions work. With `context` (a
+  // tenant's own context failed): abort only the sessions on it.
+  void OnDeviceFailure(uint32_t device_id, const backend::Device* context,
                        const backend::DeviceFailure& failure);
+  // Every configured tenant (or "default") with its weight, as SM
+  // partitions are sized. The local operator gets none: under
+  // SM_PARTITIONS it administers, but opens no session.
+  TenantWeights Weights() const;
+  // Splits each device's SMs again for Weights() (SM_PARTITIONS); a
+  // failure keeps the previous split and is logged.
+  void Repartition();
   // PERMISSION_DENIED unless `who` is an admin, logged (admin_denied).
   absl::Status RequireAdmin(const Principal& who,
                             absl::string_view action) const;
@@ -123,6 +131,10 @@ class ServerCore {
   std::unique_ptr<tenants::TenantRegistry> tenants_;
   std::vector<std::unique_ptr<backend::Device>> devices_;
   std::vector<std::unique_ptr<modules::ModuleRegistry>> registries_;
+  // After the devices and registries they use, before the sessions placed
+  // by them.
+  std::vector<std::unique_ptr<DeviceSharing>> sharing_;
+  v1::GpuSharing sharing_mode_ = v1::GPU_SHARING_SHARED_CONTEXT;
   util::TimerThread timer_;
   std::atomic<bool> shutting_down_{false};
   // Before sessions_: a device-failure chore the session manager's

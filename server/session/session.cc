@@ -204,6 +204,7 @@ absl::StatusOr<std::shared_ptr<Queue>> Session::NewQueue(int32_t priority,
   options.priority = ctx_.tenant->ClampPriority(priority);
   options.account = ctx_.tenant->account(owner_.device_id);
   options.session_key = ctx_.session_key;
+  options.partition = ctx_.partition;
   options.on_error = [hub = notifications_,
                       queue_id = *id](const absl::Status& error) {
     v1::Notification n;

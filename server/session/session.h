@@ -56,6 +56,11 @@ struct SessionContext {
   // Tells the session's queues apart from its tenant's other sessions' in
   // the device's scheduler.
   uint64_t session_key = 0;
+  // The tenant's SM partition (GPU_SHARING_SM_PARTITIONS), for every queue.
+  std::shared_ptr<backend::SmPartition> partition;
+  // Keeps `device` alive when it is a tenant's context (Placement::hold);
+  // let go after the session's objects.
+  std::shared_ptr<const void> hold;
 };
 
 // Every operation validates its request completely (ids of this session,
@@ -80,6 +85,8 @@ class Session {
   const std::shared_ptr<tenants::Tenant>& tenant() const { return ctx_.tenant; }
   // QueueOptions::session_key of its queues (DeviceFailure names these).
   uint64_t session_key() const { return ctx_.session_key; }
+  // The device (or tenant context) the session's objects live on.
+  const backend::Device* device() const { return ctx_.device; }
   // An admin's summary: object counts, memory, streams, age and idle time.
   void Describe(v1::SessionInfo* info);
   uint64_t default_queue_id() const { return default_queue_id_; }

@@ -105,19 +105,23 @@ absl::Status SessionManager::Open(const tenants::Principal& who,
       std::min(req.lease_seconds() == 0 ? options_.default_lease_seconds
                                         : req.lease_seconds(),
                options_.max_lease_seconds);
+  // Before the lock: a tenant's first session on a device may create its
+  // context there (which loads modules).
+  absl::StatusOr<Placement> placement =
+      devices_[req.device_id()].sharing->Place(who.name());
+  if (!placement.ok()) return placement.status();
   // Held from the limit check to the insert, so concurrent opens cannot
   // pass the limit together (creating a session is quick).
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("daemon shutting down");
   if (auto s = CheckFairShare(*who.tenant); !s.ok()) return s;
   if (auto s = who.tenant->ReserveSession(); !s.ok()) return s;
-  const DeviceSlot& slot = devices_[req.device_id()];
   const std::string public_id = NewPublicId();
   auto session = Session::Create(
       NewSessionId(),
       {who.name(), req.client_name(), req.device_id(), public_id},
-      {slot.device, slot.modules, timer_, options_.session_limits, who.tenant,
-       next_session_key_++});
+      {placement->device, placement->modules, timer_, options_.session_limits,
+       who.tenant, next_session_key_++, placement->partition, placement->hold});
   if (!session.ok()) {
     who.tenant->ReleaseSession();
     return session.status();
@@ -284,7 +288,9 @@ void SessionManager::CloseAll() {
   mu_.Await(absl::Condition(&drained));
 }
 
-void SessionManager::AbortDevice(uint32_t device_id, const absl::Status& reason,
+void SessionManager::AbortDevice(uint32_t device_id,
+                                 const backend::Device* context,
+                                 const absl::Status& reason,
                                  absl::AnyInvocable<void()> done) {
   struct Countdown {
     absl::Mutex mu;
@@ -303,7 +309,9 @@ void SessionManager::AbortDevice(uint32_t device_id, const absl::Status& reason,
   absl::MutexLock lock(&mu_);
   for (auto it = sessions_.begin(); it != sessions_.end();) {
     auto next = std::next(it);
-    if (it->second.session->owner().device_id == device_id) {
+    const Session& session = *it->second.session;
+    if (session.owner().device_id == device_id &&
+        (context == nullptr || session.device() == context)) {
       {
         absl::MutexLock count_lock(&countdown->mu);
         ++countdown->left;

@@ -16,6 +16,8 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "proto/gpustream/v1/gpustream.pb.h"
+#include "proto/gpustream/v1/server_config.pb.h"
+#include "server/session/device_sharing.h"
 #include "server/session/session.h"
 #include "server/tenants/tenant_registry.h"
 
@@ -31,12 +33,14 @@ struct ManagerOptions {
   SessionLimits session_limits;
   // How often leases are checked.
   absl::Duration lease_check_period = absl::Milliseconds(200);
+  // How tenants share a GPU (ServerCore makes each device's DeviceSharing).
+  v1::GpuSharing gpu_sharing = v1::GPU_SHARING_SHARED_CONTEXT;
 };
 
-// One device the manager can open sessions on.
+// One device the manager can open sessions on: where each tenant's
+// sessions run on it.
 struct DeviceSlot {
-  backend::Device* device;
-  const modules::ModuleRegistry* modules;
+  DeviceSharing* sharing;
 };
 
 // Each teardown (close, lease expiry, shutdown) runs on a thread of its own,
@@ -89,11 +93,13 @@ class SessionManager {
   void CloseAll();
 
   // A device failed (`reason` is ABORTED and names the cause): ends every
-  // session on it. Calls parked on them, and their owners' later calls on
-  // those session ids, get `reason`. `done` runs, on a teardown thread or
-  // the housekeeper, once every one of those teardowns has finished.
-  void AbortDevice(uint32_t device_id, const absl::Status& reason,
-                   absl::AnyInvocable<void()> done);
+  // session on it, or with `context` (a tenant's context failed) only the
+  // sessions placed on that context. Calls parked on them, and their
+  // owners' later calls on those session ids, get `reason`. `done` runs, on
+  // a teardown thread or the housekeeper, once every one of those
+  // teardowns has finished.
+  void AbortDevice(uint32_t device_id, const backend::Device* context,
+                   const absl::Status& reason, absl::AnyInvocable<void()> done);
   // "session <public_id> (tenant '<name>')" for each live session on
   // `device_id` whose session_key is in `keys`, sorted. Keys of sessions
   // that have ended already find nothing.

@@ -13,13 +13,15 @@ class SessionManagerTest : public ::testing::Test {
  protected:
   SessionManagerTest()
       : device_(backend::CpuDeviceOptions{1 << 20}),
-        modules_(*modules::ModuleRegistry::Create(device_, {})) {}
+        modules_(*modules::ModuleRegistry::Create(device_, {})),
+        sharing_(*DeviceSharing::Create(v1::GPU_SHARING_SHARED_CONTEXT,
+                                        &device_, modules_.get(), {}, {})) {}
 
   std::unique_ptr<SessionManager> NewManager(ManagerOptions options) {
     options.lease_check_period = absl::Milliseconds(20);
     return std::make_unique<SessionManager>(
-        std::vector<DeviceSlot>{{&device_, modules_.get()}}, &timer_,
-        tenants_.get(), options);
+        std::vector<DeviceSlot>{{sharing_.get()}}, &timer_, tenants_.get(),
+        options);
   }
 
   // Tenants "t" and "other", known by their certificate subjects.
@@ -61,6 +63,7 @@ class SessionManagerTest : public ::testing::Test {
   std::unique_ptr<tenants::TenantRegistry> tenants_ = NewTenants();
   backend::CpuDevice device_;
   std::unique_ptr<modules::ModuleRegistry> modules_;
+  std::unique_ptr<DeviceSharing> sharing_;
 };
 
 TEST_F(SessionManagerTest, SessionIdsAreLongAndDistinct) {

@@ -278,8 +278,9 @@ TEST_F(TimedWaitStressTest, CloseRacesEnqueue) {
   t->set_name("t");
   t->add_tls_subject("t");
   auto tenants = *tenants::TenantRegistry::Create(config);
-  SessionManager manager({{&device_, modules_.get()}}, &timer_, tenants.get(),
-                         {});
+  auto sharing = *DeviceSharing::Create(v1::GPU_SHARING_SHARED_CONTEXT,
+                                        &device_, modules_.get(), {}, {});
+  SessionManager manager({{sharing.get()}}, &timer_, tenants.get(), {});
   const tenants::Principal who = *tenants->Authenticate({{}, "t"});
   DoneLedger ledger;
   const absl::Time end = absl::Now() + kCaseBudget;

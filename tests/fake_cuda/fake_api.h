@@ -67,7 +67,15 @@
   X(cuModuleGetFunction, 12000)         \
   X(cuFuncGetParamInfo, 12040)          \
   X(cuFuncGetAttribute, 12000)          \
-  X(cuFuncSetAttribute, 12000)
+  X(cuFuncSetAttribute, 12000)          \
+  X(cuCtxCreate, 12050)                 \
+  X(cuCtxDestroy, 12000)                \
+  X(cuDeviceGetDevResource, 12040)      \
+  X(cuDevSmResourceSplitByCount, 12040) \
+  X(cuDevResourceGenerateDesc, 12040)   \
+  X(cuGreenCtxCreate, 12040)            \
+  X(cuGreenCtxDestroy, 12040)           \
+  X(cuGreenCtxStreamCreate, 12040)
 
 namespace fakecuda {
 

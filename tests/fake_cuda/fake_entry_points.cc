@@ -88,6 +88,8 @@ CUresult ToCu(gpu::Result result) {
       return CUDA_ERROR_CONTEXT_IS_DESTROYED;
     case gpu::Result::kLaunchOutOfResources:
       return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+    case gpu::Result::kInvalidResourceConfiguration:
+      return CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
     case gpu::Result::kIllegalAddress:
       return CUDA_ERROR_ILLEGAL_ADDRESS;
     case gpu::Result::kMisalignedAddress:

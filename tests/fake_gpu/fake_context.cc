@@ -1,7 +1,8 @@
-// Primary contexts of the emulated GPU: one per device, retained and
+// Contexts of the emulated GPU: the primary one per device, retained and
 // released with a reference count, reset (destroyed, to be re-created by
-// the next retain) by DevicePrimaryCtxReset or the last release. A thread
-// uses a context only after CtxSetCurrent on that thread.
+// the next retain) by DevicePrimaryCtxReset or the last release; and
+// contexts of the caller's own (CtxCreate/CtxDestroy). A thread uses a
+// context only after CtxSetCurrent on that thread.
 #include "tests/fake_gpu/fake_context.h"
 
 #include <cstdio>
@@ -250,6 +251,60 @@ Result DevicePrimaryCtxReset(int dev) {
   }
   if (ctx != nullptr) ctx->Destroy();
   return Result::kSuccess;
+}
+
+// A created context is not a primary one: its sticky error dies with it
+// (only a primary context's survives a reset, Primary::lost).
+Result CtxCreate(ContextHandle* pctx, unsigned int flags, int dev) {
+  if (Result r = CheckDevice(dev); r != Result::kSuccess) return r;
+  if (pctx == nullptr || flags != 0) return Result::kInvalidValue;
+  auto ctx = std::make_shared<Context>(dev, NewHandle());
+  const uintptr_t handle = HandleValue(ctx->handle());
+  {
+    Contexts& c = contexts();
+    std::lock_guard<std::mutex> lock(c.mu);
+    c.live.emplace(handle, std::move(ctx));
+  }
+  t_current = handle;
+  *pctx = ToHandle<ContextHandle>(handle);
+  return Result::kSuccess;
+}
+
+Result CtxDestroy(ContextHandle handle) {
+  if (Result r = CheckInit(); r != Result::kSuccess) return r;
+  Contexts& c = contexts();
+  std::shared_ptr<Context> ctx;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    auto it = c.live.find(HandleValue(handle));
+    if (it == c.live.end()) {
+      return c.destroyed.count(HandleValue(handle)) != 0
+                 ? Result::kContextIsDestroyed
+                 : Result::kInvalidContext;
+    }
+    for (const auto& [dev, primary] : c.primary) {
+      // A primary context is released, never destroyed.
+      if (primary.ctx == it->second) return Result::kInvalidContext;
+    }
+    ctx = std::move(it->second);
+    c.live.erase(it);
+    c.destroyed.insert(HandleValue(handle));
+  }
+  if (t_current == HandleValue(handle)) t_current = 0;
+  ctx->Destroy();
+  return Result::kSuccess;
+}
+
+// The active primary context of `dev` with one more reference (a green
+// context's), or null if `dev` is not a device.
+std::shared_ptr<Context> RetainPrimary(int dev) {
+  ContextHandle handle = nullptr;
+  if (DevicePrimaryCtxRetain(&handle, dev) != Result::kSuccess) return nullptr;
+  std::shared_ptr<Context> ctx;
+  if (FindContext(HandleValue(handle), &ctx) != Result::kSuccess) {
+    return nullptr;
+  }
+  return ctx;
 }
 
 Result CtxSetCurrent(ContextHandle handle) {

@@ -150,6 +150,10 @@ Result CurrentContext(Sticky sticky, std::shared_ptr<Context>* ctx);
 // worker.
 void DrainContext(Context& ctx);
 
+// DevicePrimaryCtxRetain for a green context: the context itself (null if
+// `dev` is not a device). Release with DevicePrimaryCtxRelease.
+std::shared_ptr<Context> RetainPrimary(int dev);
+
 // Checks the sticky error and destruction of an object's context:
 // Result::kContextIsDestroyed, the sticky error, or Result::kSuccess.
 Result CheckUsable(const Context& ctx);

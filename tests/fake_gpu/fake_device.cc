@@ -73,6 +73,7 @@ const char* ResultName(Result result) {
     FAKEGPU_RESULT_NAME(kNotSupported)
     FAKEGPU_RESULT_NAME(kContextIsDestroyed)
     FAKEGPU_RESULT_NAME(kLaunchOutOfResources)
+    FAKEGPU_RESULT_NAME(kInvalidResourceConfiguration)
     FAKEGPU_RESULT_NAME(kIllegalAddress)
     FAKEGPU_RESULT_NAME(kMisalignedAddress)
     FAKEGPU_RESULT_NAME(kLaunchFailed)

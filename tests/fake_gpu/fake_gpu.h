@@ -33,6 +33,8 @@ enum class Result {
   kNotSupported,
   kContextIsDestroyed,
   kLaunchOutOfResources,
+  // An SM split or resource descriptor the device cannot make.
+  kInvalidResourceConfiguration,
   // Faults of device work: sticky for the context (Context::Fault).
   kIllegalAddress,
   kMisalignedAddress,
@@ -49,6 +51,8 @@ typedef struct StreamHandle_* StreamHandle;
 typedef struct EventHandle_* EventHandle;
 typedef struct ModuleHandle_* ModuleHandle;
 typedef struct FunctionHandle_* FunctionHandle;
+typedef struct GreenCtxHandle_* GreenCtxHandle;
+typedef struct ResourceDescHandle_* ResourceDescHandle;
 // A device address; the host address of the same bytes (unified
 // addressing).
 using DevicePtr = uint64_t;
@@ -111,6 +115,10 @@ struct DeviceLimits {
   int max_block_dim[3] = {1024, 1024, 64};
   int max_grid_dim[3] = {2147483647, 65535, 65535};
   int multiprocessors = 132;
+  // SM partitions (green contexts), as on compute capability 9.0: at least
+  // 8 SMs each, in multiples of 8.
+  unsigned sm_min_partition = 8;
+  unsigned sm_alignment = 8;
   // Dynamic shared memory per block without and with opting in.
   int shared_per_block = 49152;
   int shared_per_block_optin = 232448;
@@ -141,6 +149,47 @@ Result CtxSynchronize();
 Result ContextSynchronize(ContextHandle handle);
 // 0 (least) .. -5 (greatest).
 Result CtxGetStreamPriorityRange(int* least, int* greatest);
+// A context of the caller's own on `dev` (flags 0), with its own address
+// space, streams and sticky error; made current on the calling thread, as
+// the driver does. CtxDestroy destroys everything of it (if it is current
+// on the calling thread, the thread has none after).
+Result CtxCreate(ContextHandle* pctx, unsigned int flags, int dev);
+Result CtxDestroy(ContextHandle ctx);
+
+// SM resources and green contexts (fake_green.cc). A resource is a set of
+// a device's SMs: the whole device's, or a group of one split. A split
+// makes `groups` equal groups of at least `min_count` SMs, rounded up to
+// sm_min_partition and sm_alignment, and leaves the rest in `remaining`; a
+// descriptor joins groups of one split; a green context runs the kernels
+// of its streams on its descriptor's SMs only (a kernel of B blocks takes
+// ceil(B / SMs) waves), in its device's primary context (which it retains:
+// the same memory, modules and sticky error).
+struct SmResource {
+  unsigned sm_count = 0;
+  unsigned min_partition = 0;
+  unsigned alignment = 0;
+  int device = -1;     // -1: not a resource any call made
+  uint64_t split = 0;  // the split that made it; 0: the whole device's
+};
+Result DeviceGetSmResource(int dev, SmResource* resource);
+// As the vendor: `result` null asks only how many groups it would make.
+Result SmResourceSplitByCount(SmResource* result, unsigned* groups,
+                              const SmResource* input, SmResource* remaining,
+                              unsigned int flags, unsigned int min_count);
+Result ResourceGenerateDesc(ResourceDescHandle* desc,
+                            const SmResource* resources, unsigned count);
+// `flags` must ask for the default stream (the vendor's "required" flag,
+// kGreenCtxDefaultStream).
+inline constexpr unsigned kGreenCtxDefaultStream = 0x1;
+Result GreenCtxCreate(GreenCtxHandle* green, ResourceDescHandle desc, int dev,
+                      unsigned int flags);
+Result GreenCtxDestroy(GreenCtxHandle green);
+// A stream of `green` (whatever context is current); flags must be
+// kStreamNonBlocking.
+Result GreenCtxStreamCreate(StreamHandle* stream, GreenCtxHandle green,
+                            unsigned int flags, int priority);
+// The SMs a stream's kernels run on (its green context's, or the device's).
+Result StreamGetSmCount(StreamHandle stream, unsigned* sms);
 
 // Streams.
 Result StreamCreateWithPriority(StreamHandle* stream, unsigned int flags,

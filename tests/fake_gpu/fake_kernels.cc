@@ -36,7 +36,8 @@ Result Elements(Stream& stream, uint64_t addr, uint64_t count,
 }
 
 // fill_u32(uint32_t* out, uint32_t value, uint64_t n): out[i] = value.
-Result FillU32(Stream& stream, const unsigned char* args, uint64_t threads) {
+Result FillU32(Stream& stream, const unsigned char* args, uint64_t threads,
+               uint64_t) {
   const auto out = Arg<uint64_t>(args, 0);
   const auto value = Arg<uint32_t>(args, 8);
   const uint64_t n = std::min(Arg<uint64_t>(args, 16), threads);
@@ -52,8 +53,8 @@ Result FillU32(Stream& stream, const unsigned char* args, uint64_t threads) {
 
 // vector_add_f32(const float* a, const float* b, float* c, uint64_t n):
 // c[i] = a[i] + b[i].
-Result VectorAddF32(Stream& stream, const unsigned char* args,
-                    uint64_t threads) {
+Result VectorAddF32(Stream& stream, const unsigned char* args, uint64_t threads,
+                    uint64_t) {
   const auto a = Arg<uint64_t>(args, 0);
   const auto b = Arg<uint64_t>(args, 8);
   const auto c = Arg<uint64_t>(args, 16);
@@ -75,7 +76,8 @@ Result VectorAddF32(Stream& stream, const unsigned char* args,
 
 // saxpy_f32(float alpha, const float* x, float* y, uint64_t n):
 // y[i] = alpha * x[i] + y[i].
-Result SaxpyF32(Stream& stream, const unsigned char* args, uint64_t threads) {
+Result SaxpyF32(Stream& stream, const unsigned char* args, uint64_t threads,
+                uint64_t) {
   const auto alpha = Arg<float>(args, 0);
   const auto x = Arg<uint64_t>(args, 8);
   const auto y = Arg<uint64_t>(args, 16);
@@ -98,7 +100,8 @@ Result SaxpyF32(Stream& stream, const unsigned char* args, uint64_t threads) {
 
 // add_u64(unsigned long long* counter, uint64_t value): element 0 adds
 // value to counter[0], atomically (launches on other streams may race).
-Result AddU64(Stream& stream, const unsigned char* args, uint64_t threads) {
+Result AddU64(Stream& stream, const unsigned char* args, uint64_t threads,
+              uint64_t) {
   const auto counter = Arg<uint64_t>(args, 0);
   const auto value = Arg<uint64_t>(args, 8);
   if (threads == 0) return Result::kSuccess;
@@ -112,11 +115,17 @@ Result AddU64(Stream& stream, const unsigned char* args, uint64_t threads) {
   return Result::kSuccess;
 }
 
-// spin_ns(uint64_t nanoseconds): the kernel runs that long. The twin
-// sleeps (waking early if the stream is stopped or the context faults)
-// instead of burning a core.
-Result SpinNs(Stream& stream, const unsigned char* args, uint64_t threads) {
-  const uint64_t ns = std::min(Arg<uint64_t>(args, 0), uint64_t{1} << 62);
+// spin_ns(uint64_t nanoseconds): each block runs that long, so the launch
+// takes that long per wave of blocks on the stream's SMs (one block per SM
+// at a time: SM-bound work, which a green context's partition slows in
+// proportion). The twin sleeps (waking early if the stream is stopped or
+// the context faults) instead of burning a core.
+Result SpinNs(Stream& stream, const unsigned char* args, uint64_t,
+              uint64_t blocks) {
+  const uint64_t waves = (blocks + stream.sms() - 1) / stream.sms();
+  const uint64_t ns =
+      std::min(Arg<uint64_t>(args, 0), uint64_t{1} << 62 >> 20) *
+      std::min<uint64_t>(waves, uint64_t{1} << 20);
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::nanoseconds(static_cast<int64_t>(ns));
   Progress::WaitUntil([&] { return stream.Interrupted(); }, deadline);
@@ -124,13 +133,13 @@ Result SpinNs(Stream& stream, const unsigned char* args, uint64_t threads) {
 }
 
 // noop(): nothing.
-Result Noop(Stream&, const unsigned char*, uint64_t) {
+Result Noop(Stream&, const unsigned char*, uint64_t, uint64_t) {
   return Result::kSuccess;
 }
 
 // trap(): a device trap, which the driver reports as a launch failure that
 // poisons the context.
-Result Trap(Stream&, const unsigned char*, uint64_t) {
+Result Trap(Stream&, const unsigned char*, uint64_t, uint64_t) {
   return Result::kLaunchFailed;
 }
 

@@ -28,10 +28,12 @@ struct Twin {
   int max_threads_per_block;  // 1024, or the kernel's __launch_bounds__
   // Runs one launch on `stream`'s worker: `args` holds the parameters at
   // their offsets (ArgsSize bytes), `threads` is grid.x * block.x (the
-  // kernels use the x dimension only). Returns Result::kSuccess or the fault
-  // (Result::kIllegalAddress, Result::kMisalignedAddress); a fault
-  // happens before any element is written.
-  Result (*run)(Stream& stream, const unsigned char* args, uint64_t threads);
+  // kernels use the x dimension only), `blocks` the grid's volume. Returns
+  // Result::kSuccess or the fault (Result::kIllegalAddress,
+  // Result::kMisalignedAddress); a fault happens before any element is
+  // written.
+  Result (*run)(Stream& stream, const unsigned char* args, uint64_t threads,
+                uint64_t blocks);
 };
 
 // All twins.

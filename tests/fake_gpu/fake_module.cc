@@ -300,8 +300,9 @@ Result LaunchKernel(FunctionHandle f, unsigned int gridDimX,
     return r;
   }
   const uint64_t threads = uint64_t{gridDimX} * blockDimX;
-  return EnqueueOp(*stream, [twin = &twin, args, threads](Stream& s) {
-    return twin->run(s, args.data(), threads);
+  const uint64_t blocks = uint64_t{gridDimX} * gridDimY * gridDimZ;
+  return EnqueueOp(*stream, [twin = &twin, args, threads, blocks](Stream& s) {
+    return twin->run(s, args.data(), threads, blocks);
   });
 }
 

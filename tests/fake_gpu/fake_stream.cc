@@ -76,11 +76,13 @@ void Connection::Release(uint64_t position) {
   Progress::Notify();  // the next operation may be at the head now
 }
 
-Stream::Stream(std::shared_ptr<Context> ctx, unsigned flags, int priority)
+Stream::Stream(std::shared_ptr<Context> ctx, unsigned flags, int priority,
+               unsigned sms)
     : ctx_(std::move(ctx)),
       connection_(ctx_->NextConnection()),
       flags_(flags),
-      priority_(priority) {}
+      priority_(priority),
+      sms_(sms) {}
 
 Stream::~Stream() {
   Stop();
@@ -252,14 +254,28 @@ Result StreamCreateWithPriority(StreamHandle* phStream, unsigned int flags,
   if (phStream == nullptr || (flags & ~unsigned{kStreamNonBlocking})) {
     return Result::kInvalidValue;
   }
+  return AddStream(std::move(ctx), flags, priority,
+                   kDeviceLimits.multiprocessors, phStream);
+}
+
+Result AddStream(std::shared_ptr<Context> ctx, unsigned flags, int priority,
+                 unsigned sms, StreamHandle* handle) {
   ctx->ReapStreams();
   auto stream =
-      std::make_shared<Stream>(ctx, flags, std::clamp(priority, -5, 0));
+      std::make_shared<Stream>(ctx, flags, std::clamp(priority, -5, 0), sms);
   stream->Start();
   if (Result r = ctx->AddStream(stream); r != Result::kSuccess) return r;
-  const uintptr_t handle = Streams().Add(stream);
-  if (handle == 0) return Result::kContextIsDestroyed;
-  *phStream = ToHandle<StreamHandle>(handle);
+  const uintptr_t value = Streams().Add(stream);
+  if (value == 0) return Result::kContextIsDestroyed;
+  *handle = ToHandle<StreamHandle>(value);
+  return Result::kSuccess;
+}
+
+Result StreamGetSmCount(StreamHandle handle, unsigned* sms) {
+  std::shared_ptr<Stream> stream;
+  if (Result r = FindStream(handle, &stream); r != Result::kSuccess) return r;
+  if (sms == nullptr) return Result::kInvalidValue;
+  *sms = stream->sms();
   return Result::kSuccess;
 }
 

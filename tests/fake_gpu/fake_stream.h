@@ -49,8 +49,11 @@ class Connection {
 class Stream {
  public:
   // Maps the stream onto ctx's next connection (round-robin), or onto a
-  // connection of its own when the fake's connections are off.
-  Stream(std::shared_ptr<Context> ctx, unsigned flags, int priority);
+  // connection of its own when the fake's connections are off. Its kernels
+  // run on `sms` SMs (a green context's partition; the device's by
+  // default).
+  Stream(std::shared_ptr<Context> ctx, unsigned flags, int priority,
+         unsigned sms = kDeviceLimits.multiprocessors);
   // Stops and joins the worker if it still runs.
   ~Stream();
   Stream(const Stream&) = delete;
@@ -63,6 +66,7 @@ class Stream {
   const Context* owner() const { return ctx_.get(); }  // for Registry
   unsigned flags() const { return flags_; }
   int priority() const { return priority_; }
+  unsigned sms() const { return sms_; }
 
   // Appends `op` and returns its ticket (1, 2, ... in enqueue order), or 0
   // if the stream is stopped or retired. Thread-safe.
@@ -105,6 +109,7 @@ class Stream {
   const std::shared_ptr<Connection> connection_;
   const unsigned flags_;
   const int priority_;
+  const unsigned sms_;
   std::atomic<bool> stopped_{false};
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -129,6 +134,12 @@ Result FindStream(StreamHandle handle, std::shared_ptr<Stream>* stream);
 // CUDA requires for kernel launches).
 Result FindStreamForWork(StreamHandle handle, bool same_context,
                          std::shared_ptr<Stream>* stream);
+
+// Starts a stream in the current context (`ctx`) and registers it; its
+// handle in *handle. StreamCreateWithPriority's and GreenCtxStreamCreate's
+// common part.
+Result AddStream(std::shared_ptr<Context> ctx, unsigned flags, int priority,
+                 unsigned sms, StreamHandle* handle);
 
 // Enqueues `op` on `stream`: Result::kSuccess, or Result::kInvalidHandle if
 // the stream was destroyed meanwhile. Sets *ticket when not null.

@@ -72,6 +72,9 @@ Error ToHip(gpu::Result r) {
       return api::kErrorContextIsDestroyed;
     case gpu::Result::kLaunchOutOfResources:
       return api::kErrorLaunchOutOfResources;
+    // HIP has no green contexts; its skin never asks for one.
+    case gpu::Result::kInvalidResourceConfiguration:
+      return api::kErrorInvalidValue;
     case gpu::Result::kIllegalAddress:
       return api::kErrorIllegalAddress;
     // HIP has no code for these faults: its launch failure.

@@ -3,6 +3,9 @@
 
 #include <cuda.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "server/backend/cuda/cuda_status.h"
 
@@ -15,6 +18,7 @@ CUevent Cu(GpuEventHandle e) { return reinterpret_cast<CUevent>(e); }
 CUcontext Cu(GpuContextHandle c) { return reinterpret_cast<CUcontext>(c); }
 CUmodule Cu(GpuModuleHandle m) { return reinterpret_cast<CUmodule>(m); }
 CUfunction Cu(GpuFunctionHandle f) { return reinterpret_cast<CUfunction>(f); }
+CUgreenCtx Cu(GpuGreenHandle g) { return reinterpret_cast<CUgreenCtx>(g); }
 
 }  // namespace
 
@@ -148,6 +152,134 @@ absl::Status CudaAdapter::PrimaryContextReset(int ordinal) const {
 absl::Status CudaAdapter::SetCurrent(GpuContextHandle context) const {
   return ToStatus(driver_->cuCtxSetCurrent(Cu(context)), "cuCtxSetCurrent",
                   driver_.get());
+}
+
+absl::StatusOr<GpuContextHandle> CudaAdapter::ContextCreate(int ordinal) const {
+  CUdevice dev = 0;
+  CUcontext context = nullptr;
+  if (absl::Status s = ToStatus(driver_->cuDeviceGet(&dev, ordinal),
+                                "cuDeviceGet", driver_.get());
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ToStatus(driver_->cuCtxCreate(&context, nullptr, 0, dev),
+                                "cuCtxCreate", driver_.get());
+      !s.ok()) {
+    return s;
+  }
+  return reinterpret_cast<GpuContextHandle>(context);
+}
+
+absl::Status CudaAdapter::ContextDestroy(GpuContextHandle context) const {
+  return ToStatus(driver_->cuCtxDestroy(Cu(context)), "cuCtxDestroy",
+                  driver_.get());
+}
+
+absl::StatusOr<GpuSmLayout> CudaAdapter::SmLayout(int ordinal) const {
+  CUdevice dev = 0;
+  CUdevResource sms;
+  if (absl::Status s = ToStatus(driver_->cuDeviceGet(&dev, ordinal),
+                                "cuDeviceGet", driver_.get());
+      !s.ok()) {
+    return s;
+  }
+  const CUresult r =
+      driver_->cuDeviceGetDevResource(dev, &sms, CU_DEV_RESOURCE_TYPE_SM);
+  if (r == CUDA_ERROR_NOT_SUPPORTED || r == CUDA_ERROR_INVALID_RESOURCE_TYPE) {
+    return absl::UnimplementedError(absl::StrCat(
+        "CUDA device ", ordinal,
+        " has no SM partitions (green contexts need compute capability "
+        "6.0 or newer and a driver for CUDA 12.4 or newer)"));
+  }
+  if (absl::Status s = ToStatus(r, "cuDeviceGetDevResource", driver_.get());
+      !s.ok()) {
+    return s;
+  }
+  const uint32_t alignment = std::max(1u, sms.sm.smCoscheduledAlignment);
+  const uint32_t minimum = std::max(sms.sm.minSmPartitionSize, alignment);
+  return GpuSmLayout{
+      .sm_count = sms.sm.smCount,
+      .group_sms = (minimum + alignment - 1) / alignment * alignment};
+}
+
+absl::StatusOr<std::vector<GpuGreenHandle>> CudaAdapter::GreenContextsCreate(
+    int ordinal, uint32_t group_sms,
+    const std::vector<uint32_t>& groups) const {
+  const CudaDriver& d = *driver_;
+  CUdevice dev = 0;
+  CUdevResource sms;
+  if (absl::Status s =
+          ToStatus(d.cuDeviceGet(&dev, ordinal), "cuDeviceGet", &d);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          ToStatus(d.cuDeviceGetDevResource(dev, &sms, CU_DEV_RESOURCE_TYPE_SM),
+                   "cuDeviceGetDevResource", &d);
+      !s.ok()) {
+    return s;
+  }
+  uint32_t wanted = 0;
+  for (uint32_t n : groups) wanted += n;
+  // One split into equal groups; each partition's descriptor joins its
+  // share of them (the driver makes only symmetrical splits, and a
+  // descriptor may join groups of one split).
+  std::vector<CUdevResource> split(wanted);
+  unsigned made = wanted;
+  if (absl::Status s =
+          ToStatus(d.cuDevSmResourceSplitByCount(split.data(), &made, &sms,
+                                                 nullptr, 0, group_sms),
+                   "cuDevSmResourceSplitByCount", &d);
+      !s.ok()) {
+    return s;
+  }
+  if (made < wanted) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "CUDA device ", ordinal, " splits its ", sms.sm.smCount,
+        " SMs into only ", made, " groups of ", group_sms, ", not ", wanted));
+  }
+  std::vector<GpuGreenHandle> greens;
+  auto undo = [&] {
+    for (GpuGreenHandle g : greens) d.cuGreenCtxDestroy(Cu(g));
+  };
+  uint32_t next = 0;
+  for (uint32_t n : groups) {
+    CUdevResourceDesc desc = nullptr;
+    CUgreenCtx green = nullptr;
+    absl::Status s =
+        ToStatus(d.cuDevResourceGenerateDesc(&desc, &split[next], n),
+                 "cuDevResourceGenerateDesc", &d);
+    if (s.ok()) {
+      s = ToStatus(
+          d.cuGreenCtxCreate(&green, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM),
+          "cuGreenCtxCreate", &d);
+    }
+    if (!s.ok()) {
+      undo();
+      return s;
+    }
+    greens.push_back(reinterpret_cast<GpuGreenHandle>(green));
+    next += n;
+  }
+  return greens;
+}
+
+absl::Status CudaAdapter::GreenContextDestroy(GpuGreenHandle green) const {
+  return ToStatus(driver_->cuGreenCtxDestroy(Cu(green)), "cuGreenCtxDestroy",
+                  driver_.get());
+}
+
+absl::StatusOr<GpuStreamHandle> CudaAdapter::GreenStreamCreate(
+    GpuGreenHandle green, int priority) const {
+  CUstream stream = nullptr;
+  if (absl::Status s =
+          ToStatus(driver_->cuGreenCtxStreamCreate(
+                       &stream, Cu(green), CU_STREAM_NON_BLOCKING, priority),
+                   "cuGreenCtxStreamCreate", driver_.get());
+      !s.ok()) {
+    return s;
+  }
+  return reinterpret_cast<GpuStreamHandle>(stream);
 }
 
 absl::Status CudaAdapter::MemGetInfo(size_t* free, size_t* total) const {

@@ -64,7 +64,15 @@ struct CudaDriver {
   X(cuModuleGetFunction) \
   X(cuFuncGetParamInfo) \
   X(cuFuncGetAttribute) \
-  X(cuFuncSetAttribute)
+  X(cuFuncSetAttribute) \
+  X(cuCtxCreate) \
+  X(cuCtxDestroy) \
+  X(cuDeviceGetDevResource) \
+  X(cuDevSmResourceSplitByCount) \
+  X(cuDevResourceGenerateDesc) \
+  X(cuGreenCtxCreate) \
+  X(cuGreenCtxDestroy) \
+  X(cuGreenCtxStreamCreate)
   // clang-format on
 #define GPUSTREAM_CUDA_DECLARE(name) decltype(&::name) name = nullptr;
   GPUSTREAM_CUDA_ENTRY_POINTS(GPUSTREAM_CUDA_DECLARE)

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/backend/gpu/gpu_module.h"
 #include "server/backend/gpu/gpu_queue.h"
+#include "server/backend/gpu/gpu_sm_partition.h"
 #include "server/log/log.h"
 #include "server/modules/module_manifest.h"
 
@@ -35,12 +36,14 @@ thread_local uint64_t current_epoch = 0;
 
 absl::StatusOr<std::unique_ptr<GpuDevice>> GpuDevice::Create(
     std::shared_ptr<const GpuDriver> driver, int ordinal,
-    EmbeddedModule samples) {
-  absl::StatusOr<GpuContextHandle> context =
-      driver->PrimaryContextRetain(ordinal);
-  if (!context.ok()) return context.status();
-  auto device = std::unique_ptr<GpuDevice>(
-      new GpuDevice(std::move(driver), ordinal, std::move(samples)));
+    EmbeddedModule samples, bool own_context) {
+  auto device = std::unique_ptr<GpuDevice>(new GpuDevice(
+      std::move(driver), ordinal, std::move(samples), own_context));
+  absl::StatusOr<GpuContextHandle> context = device->AcquireContext();
+  if (!context.ok()) {
+    device->context_.store(nullptr);  // Nothing for the destructor to let go.
+    return context.status();
+  }
   device->context_.store(*context, std::memory_order_release);
   if (absl::Status s = device->ReadInfo(); !s.ok()) return s;
   device->cleanup_ = std::make_unique<util::SerialExecutor>();
@@ -51,11 +54,27 @@ absl::StatusOr<std::unique_ptr<GpuDevice>> GpuDevice::Create(
   return device;
 }
 
+absl::StatusOr<GpuContextHandle> GpuDevice::AcquireContext() {
+  if (own_context_) return driver_->ContextCreate(ordinal_);
+  return driver_->PrimaryContextRetain(ordinal_);
+}
+
+void GpuDevice::ReleaseContext() {
+  const GpuContextHandle context = context_.exchange(nullptr);
+  if (context == nullptr) return;
+  if (own_context_) {
+    driver_->ContextDestroy(context).IgnoreError();
+    current_context = nullptr;  // It was current here; it is gone.
+  } else {
+    driver_->PrimaryContextRelease(ordinal_).IgnoreError();
+  }
+}
+
 GpuDevice::~GpuDevice() {
   if (dispatcher_ == nullptr) {
-    // Create failed after retaining the context (its properties could not
+    // Create failed after acquiring the context (its properties could not
     // be read): no thread and no object was started.
-    driver_->PrimaryContextRelease(ordinal_).IgnoreError();
+    ReleaseContext();
     return;
   }
   // The dispatcher first, so that no tick holds queues out of the lists
@@ -97,7 +116,7 @@ GpuDevice::~GpuDevice() {
     staging_.FreeAll();
     slots_.FreeAll();
   }
-  driver_->PrimaryContextRelease(ordinal_).IgnoreError();
+  ReleaseContext();
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<Device>>> GpuDevice::CreateAll(
@@ -325,12 +344,16 @@ absl::Status GpuDevice::Recover() {
   // dropped (GpuSlotAllocator::Put), so none survives into the new one,
   // whose reset frees the old slabs.
   slots_.Forget();
-  if (absl::Status s = Check(driver_->PrimaryContextReset(ordinal_)); !s.ok()) {
-    return s;
+  // A context of its own is replaced; the primary one is reset (which
+  // destroys its objects) and retained again.
+  if (!own_context_) {
+    if (absl::Status s = Check(driver_->PrimaryContextReset(ordinal_));
+        !s.ok()) {
+      return s;
+    }
   }
-  driver_->PrimaryContextRelease(ordinal_).IgnoreError();
-  absl::StatusOr<GpuContextHandle> context =
-      driver_->PrimaryContextRetain(ordinal_);
+  ReleaseContext();
+  absl::StatusOr<GpuContextHandle> context = AcquireContext();
   if (!context.ok()) return Check(context.status());
   context_.store(*context, std::memory_order_release);
   current_context = nullptr;
@@ -479,7 +502,22 @@ absl::StatusOr<std::shared_ptr<Queue>> GpuDevice::CreateQueue(
     std::atomic_ref<uint64_t>(*progress.host)
         .store(0, std::memory_order_release);
   }
-  absl::StatusOr<GpuStreamHandle> stream = driver_->StreamCreate(priority);
+  // On the partition's SMs (its green context's stream) if it has one.
+  const GpuSmPartition* partition = nullptr;
+  if (options.partition != nullptr) {
+    partition = dynamic_cast<const GpuSmPartition*>(options.partition.get());
+    if (partition == nullptr || partition->device() != this ||
+        partition->epoch() != epoch()) {
+      if (progress.host != nullptr) slots_.Put(progress);
+      return absl::FailedPreconditionError(
+          absl::StrCat("the SM partition is not one of ", traits().display_name,
+                       " device ", ordinal_, "'s current context"));
+    }
+  }
+  absl::StatusOr<GpuStreamHandle> stream =
+      partition != nullptr
+          ? driver_->GreenStreamCreate(partition->green(), priority)
+          : driver_->StreamCreate(priority);
   if (!stream.ok()) {
     if (progress.host != nullptr) slots_.Put(progress);
     return Check(stream.status());
@@ -487,9 +525,9 @@ absl::StatusOr<std::shared_ptr<Queue>> GpuDevice::CreateQueue(
   std::shared_ptr<WorkAccount> account =
       options.account != nullptr ? std::move(options.account)
                                  : std::make_shared<WorkAccount>("");
-  auto core = std::make_shared<GpuQueueCore>(this, *stream, progress.epoch,
-                                             progress, std::move(account),
-                                             std::move(options.on_error));
+  auto core = std::make_shared<GpuQueueCore>(
+      this, *stream, progress.epoch, progress, std::move(account),
+      std::move(options.on_error), std::move(options.partition));
   core->JoinAdmission(options.session_key);
   return std::shared_ptr<Queue>(new GpuQueue(std::move(core)),
                                 [this](Queue* q) {
@@ -534,6 +572,49 @@ std::vector<std::unique_ptr<Module>> GpuDevice::BuiltinModules() {
   }
   out.push_back(*std::move(module));
   return out;
+}
+
+absl::StatusOr<std::unique_ptr<Device>> GpuDevice::CreateContext() {
+  // Fails fast (UNIMPLEMENTED) where the vendor has no such contexts.
+  absl::StatusOr<std::unique_ptr<GpuDevice>> made =
+      Create(driver_, ordinal_, samples_, /*own_context=*/true);
+  if (!made.ok()) return made.status();
+  // The creating thread had the new context made current by the driver;
+  // its cache must not think this device's context still is.
+  current_context = nullptr;
+  return std::unique_ptr<Device>(*std::move(made));
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<SmPartition>>>
+GpuDevice::PartitionSms(const std::vector<uint32_t>& weights) {
+  Pass pass(*this);
+  if (!pass) return PassRefused();
+  if (absl::Status s = MakeCurrent(); !s.ok()) return s;
+  absl::StatusOr<GpuSmLayout> layout = driver_->SmLayout(ordinal_);
+  if (!layout.ok()) return layout.status();
+  if (layout->group_sms == 0 || layout->sm_count < layout->group_sms) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(traits().display_name, " device ", ordinal_, " has ",
+                     layout->sm_count, " SMs: too few to partition"));
+  }
+  const uint32_t available = layout->sm_count / layout->group_sms;
+  absl::StatusOr<std::vector<uint32_t>> groups =
+      SizeSmPartitions(weights, available);
+  if (!groups.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(traits().display_name, " device ", ordinal_, " (",
+                     layout->sm_count, " SMs in groups of ", layout->group_sms,
+                     "): ", groups.status().message()));
+  }
+  absl::StatusOr<std::vector<GpuGreenHandle>> greens =
+      driver_->GreenContextsCreate(ordinal_, layout->group_sms, *groups);
+  if (!greens.ok()) return Check(greens.status());
+  std::vector<std::shared_ptr<SmPartition>> partitions;
+  for (size_t i = 0; i < greens->size(); ++i) {
+    partitions.push_back(std::make_shared<GpuSmPartition>(
+        this, epoch(), (*greens)[i], (*groups)[i] * layout->group_sms));
+  }
+  return partitions;
 }
 
 bool GpuDevice::IsModuleFile(const std::string& path) const {

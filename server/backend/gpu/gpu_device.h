@@ -1,5 +1,5 @@
-// One GPU device, driven through its primary context, for any vendor
-// behind a GpuDriver.
+// One GPU device, driven through its primary context or (a tenant's,
+// CreateContext) a context of its own, for any vendor behind a GpuDriver.
 #ifndef GPUSTREAM_SERVER_BACKEND_GPU_GPU_DEVICE_H_
 #define GPUSTREAM_SERVER_BACKEND_GPU_GPU_DEVICE_H_
 
@@ -53,11 +53,12 @@ class GpuDevice : public Device {
   static absl::StatusOr<std::vector<std::unique_ptr<Device>>> CreateAll(
       std::shared_ptr<const GpuDriver> driver, const EmbeddedModule& samples);
 
-  // Retains the primary context of `ordinal` and reads its properties.
+  // Retains the primary context of `ordinal` (or, with `own_context`,
+  // creates a context of its own there) and reads its properties.
   // `samples`: the vendor's built-in samples module (an empty image: none).
   static absl::StatusOr<std::unique_ptr<GpuDevice>> Create(
       std::shared_ptr<const GpuDriver> driver, int ordinal,
-      EmbeddedModule samples);
+      EmbeddedModule samples, bool own_context = false);
   ~GpuDevice() override;
 
   const DeviceInfo& info() const override { return info_; }
@@ -78,6 +79,12 @@ class GpuDevice : public Device {
   bool IsModuleFile(const std::string& path) const override;
   absl::StatusOr<std::unique_ptr<Module>> LoadModule(
       const std::string& path) override;
+  // A GpuDevice of the same device with a context of its own.
+  absl::StatusOr<std::unique_ptr<Device>> CreateContext() override;
+  // Green contexts from one split (GpuSmPartition); they belong to this
+  // context's epoch: after a Recover, partition again.
+  absl::StatusOr<std::vector<std::shared_ptr<SmPartition>>> PartitionSms(
+      const std::vector<uint32_t>& weights) override;
 
   // --- For the backend's own objects ---------------------------------------
   // A hold on the context of `epoch` for driver calls outside the reset
@@ -175,9 +182,10 @@ class GpuDevice : public Device {
 
  private:
   GpuDevice(std::shared_ptr<const GpuDriver> driver, int ordinal,
-            EmbeddedModule samples)
+            EmbeddedModule samples, bool own_context)
       : driver_(std::move(driver)),
         ordinal_(ordinal),
+        own_context_(own_context),
         instance_(NextInstance()),
         samples_(std::move(samples)),
         admission_(GpuAdmission::kDefaultBudget,
@@ -190,6 +198,10 @@ class GpuDevice : public Device {
         staging_(this),
         slots_(this) {}
   static uint64_t NextInstance();
+  // The device's context: the primary one retained, or (own_context_) a new
+  // one; and its release (the last retain's, or destroying it).
+  absl::StatusOr<GpuContextHandle> AcquireContext();
+  void ReleaseContext();
   absl::Status ReadInfo();
   // Check()'s slow path.
   absl::Status CheckFailed(absl::Status status);
@@ -205,6 +217,7 @@ class GpuDevice : public Device {
 
   const std::shared_ptr<const GpuDriver> driver_;
   const int ordinal_;
+  const bool own_context_;   // CreateContext's: not the primary context.
   const uint64_t instance_;  // Unique in the process (MakeCurrent's cache).
   const EmbeddedModule samples_;
   // Replaced by Recover() while other threads (stats, queues) make it

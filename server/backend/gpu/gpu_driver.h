@@ -24,6 +24,8 @@ using GpuStreamHandle = struct GpuStreamOpaque*;
 using GpuEventHandle = struct GpuEventOpaque*;
 using GpuModuleHandle = struct GpuModuleOpaque*;
 using GpuFunctionHandle = struct GpuFunctionOpaque*;
+// A green context: a partition of a device's SMs (CUgreenCtx).
+using GpuGreenHandle = struct GpuGreenOpaque*;
 // A device address, as an integer (CUDA's and HIP's device pointers).
 using GpuDeviceptr = uint64_t;
 
@@ -60,6 +62,14 @@ struct GpuDeviceProperties {
   std::string target_id;
   // Stream-ordered allocation from the device's memory pool.
   bool memory_pools = false;
+};
+
+// How a device's SMs partition (green contexts): `sm_count` SMs, in
+// groups of `group_sms` (the device's minimum partition, rounded up to its
+// alignment: 8 on Hopper).
+struct GpuSmLayout {
+  uint32_t sm_count = 0;
+  uint32_t group_sms = 0;
 };
 
 // A kernel's own limits, as the driver reports them.
@@ -110,6 +120,26 @@ class GpuDriver {
   virtual absl::Status SetCurrent(GpuContextHandle context) const = 0;
   // Free and total device memory of the current context's device.
   virtual absl::Status MemGetInfo(size_t* free, size_t* total) const = 0;
+
+  // --- Contexts of the daemon's own, and SM partitions ----------------------
+  // A new context on `ordinal` (an address space of its own, its own
+  // sticky error), current on the calling thread; UNIMPLEMENTED where the
+  // vendor's contexts would isolate nothing.
+  virtual absl::StatusOr<GpuContextHandle> ContextCreate(int ordinal) const = 0;
+  virtual absl::Status ContextDestroy(GpuContextHandle context) const = 0;
+  // UNIMPLEMENTED where the device has no SM partitions.
+  virtual absl::StatusOr<GpuSmLayout> SmLayout(int ordinal) const = 0;
+  // One green context per entry of `groups`, holding that many groups of
+  // `group_sms` SMs, all from one split of the device's SMs (so that they
+  // are disjoint). FAILED_PRECONDITION if the device makes fewer groups.
+  virtual absl::StatusOr<std::vector<GpuGreenHandle>> GreenContextsCreate(
+      int ordinal, uint32_t group_sms,
+      const std::vector<uint32_t>& groups) const = 0;
+  virtual absl::Status GreenContextDestroy(GpuGreenHandle green) const = 0;
+  // A stream of `green`, like StreamCreate's (whatever context is
+  // current).
+  virtual absl::StatusOr<GpuStreamHandle> GreenStreamCreate(
+      GpuGreenHandle green, int priority) const = 0;
 
   // --- Streams --------------------------------------------------------------
   // A stream that does not synchronize with the legacy default stream.

@@ -11,6 +11,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/backend/device.h"
 #include "server/backend/gpu/gpu_admission.h"
 #include "server/backend/gpu/gpu_driver.h"
 #include "server/backend/gpu/gpu_objects.h"
@@ -87,17 +88,21 @@ class GpuQueueCore : public std::enable_shared_from_this<GpuQueueCore>,
 
   // `account` is not null. `progress`: the progress word, reading 0, whose
   // slot the core owns; a null `progress.host` makes markers event records.
-  // JoinAdmission must follow, before any Submit.
+  // JoinAdmission must follow, before any Submit. `partition`: the SM
+  // partition whose green context made `stream` (null: none), held until
+  // the stream is destroyed.
   GpuQueueCore(GpuDevice* device, GpuStreamHandle stream, uint64_t epoch,
                GpuSlotAllocator::Slot progress,
                std::shared_ptr<WorkAccount> account,
-               absl::AnyInvocable<void(const absl::Status&)> on_error)
+               absl::AnyInvocable<void(const absl::Status&)> on_error,
+               std::shared_ptr<SmPartition> partition = nullptr)
       : device_(device),
         stream_(stream),
         epoch_(epoch),
         progress_(progress),
         account_(std::move(account)),
-        on_error_(std::move(on_error)) {}
+        on_error_(std::move(on_error)),
+        partition_(std::move(partition)) {}
   ~GpuQueueCore() override;
   // Takes the queue's place in the device's admission (it needs
   // weak_from_this, so not in the constructor).
@@ -182,6 +187,8 @@ class GpuQueueCore : public std::enable_shared_from_this<GpuQueueCore>,
   void MaybeDestroyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs callbacks on the dispatcher (at once when already there).
   void Deliver(Callbacks callbacks);
+  // Destroys the stream on the cleanup thread, once.
+  void ReleaseStream();
 
   GpuDevice* const device_;
   const GpuStreamHandle stream_;
@@ -195,6 +202,7 @@ class GpuQueueCore : public std::enable_shared_from_this<GpuQueueCore>,
   std::unique_ptr<GpuAdmission::Member> member_;
   uint64_t session_key_ = 0;  // Set with member_.
   absl::AnyInvocable<void(const absl::Status&)> on_error_;
+  const std::shared_ptr<SmPartition> partition_;
 
   absl::Mutex mu_;
   std::deque<Op> held_ ABSL_GUARDED_BY(mu_);

@@ -44,9 +44,16 @@ GpuQueueCore::~GpuQueueCore() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   if (destroyed_) return;
   // Nothing refers to the stream any more; CUDA releases a stream destroyed
   // with work pending once that work is done.
-  device_->Release(epoch_, [device = device_, stream = stream_] {
-    device->Warn(device->driver().StreamDestroy(stream));
-  });
+  ReleaseStream();
+}
+
+void GpuQueueCore::ReleaseStream() {
+  // The partition's green context goes after its stream (the closure
+  // holds it).
+  device_->Release(
+      epoch_, [device = device_, stream = stream_, partition = partition_] {
+        device->Warn(device->driver().StreamDestroy(stream));
+      });
 }
 
 void GpuQueueCore::JoinAdmission(uint64_t session_key) {
@@ -386,9 +393,7 @@ void GpuQueueCore::MaybeDestroyLocked() {
   if (destroyed_ || !retired_ || !IdleLocked()) return;
   destroyed_ = true;
   device_->LetGo(this);
-  device_->Release(epoch_, [device = device_, stream = stream_] {
-    device->Warn(device->driver().StreamDestroy(stream));
-  });
+  ReleaseStream();
 }
 
 void GpuQueueCore::Completed(uint64_t count, int64_t end_ns) {

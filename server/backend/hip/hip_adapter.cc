@@ -170,6 +170,39 @@ absl::Status HipAdapter::SetCurrent(GpuContextHandle context) const {
                   driver_.get());
 }
 
+// ROCm's runtime aborts the process on a kernel fault, and hipCtxCreate is
+// deprecated: a context of the daemon's own would contain nothing.
+absl::StatusOr<GpuContextHandle> HipAdapter::ContextCreate(int) const {
+  return absl::UnimplementedError(
+      "HIP has no context per tenant: ROCm's runtime aborts the whole "
+      "process on a kernel fault, so a context of its own would contain "
+      "nothing (hipCtxCreate is deprecated)");
+}
+
+absl::Status HipAdapter::ContextDestroy(GpuContextHandle) const {
+  return absl::UnimplementedError("HIP has no context per tenant");
+}
+
+absl::StatusOr<GpuSmLayout> HipAdapter::SmLayout(int) const {
+  return absl::UnimplementedError(
+      "HIP has no SM partitions (no green contexts; ROCm's CU masks are "
+      "per stream and not guaranteed)");
+}
+
+absl::StatusOr<std::vector<GpuGreenHandle>> HipAdapter::GreenContextsCreate(
+    int, uint32_t, const std::vector<uint32_t>&) const {
+  return absl::UnimplementedError("HIP has no green contexts");
+}
+
+absl::Status HipAdapter::GreenContextDestroy(GpuGreenHandle) const {
+  return absl::UnimplementedError("HIP has no green contexts");
+}
+
+absl::StatusOr<GpuStreamHandle> HipAdapter::GreenStreamCreate(GpuGreenHandle,
+                                                              int) const {
+  return absl::UnimplementedError("HIP has no green contexts");
+}
+
 absl::Status HipAdapter::MemGetInfo(size_t* free, size_t* total) const {
   return ToStatus(driver_->hipMemGetInfo(free, total), "hipMemGetInfo",
                   driver_.get());

@@ -32,6 +32,15 @@ class HipAdapter : public GpuDriver {
   absl::Status PrimaryContextReset(int ordinal) const override;
   absl::Status SetCurrent(GpuContextHandle context) const override;
   absl::Status MemGetInfo(size_t* free, size_t* total) const override;
+  absl::StatusOr<GpuContextHandle> ContextCreate(int ordinal) const override;
+  absl::Status ContextDestroy(GpuContextHandle context) const override;
+  absl::StatusOr<GpuSmLayout> SmLayout(int ordinal) const override;
+  absl::StatusOr<std::vector<GpuGreenHandle>> GreenContextsCreate(
+      int ordinal, uint32_t group_sms,
+      const std::vector<uint32_t>& groups) const override;
+  absl::Status GreenContextDestroy(GpuGreenHandle green) const override;
+  absl::StatusOr<GpuStreamHandle> GreenStreamCreate(
+      GpuGreenHandle green, int priority) const override;
   absl::StatusOr<GpuStreamHandle> StreamCreate(int priority) const override;
   absl::Status StreamDestroy(GpuStreamHandle stream) const override;
   absl::StatusOr<bool> StreamQuery(GpuStreamHandle stream) const override;
