@@ -14,9 +14,10 @@ namespace {
 
 ABSL_CONST_INIT absl::Mutex availability_mu(absl::kConstInit);
 
-// The backend of conformance::BackendsUnderTest() that `backend` runs on.
+// The backend (in the shared context) that `backend` runs on.
 std::string BaseBackend(const std::string& backend) {
-  return backend == kCudaFakeNoWaitValue ? "cuda_fake" : backend;
+  return backend == kCudaFakeNoWaitValue ? "cuda_fake"
+                                         : conformance::BaseBackend(backend);
 }
 
 }  // namespace
@@ -42,8 +43,8 @@ absl::Status BackendAvailable(const std::string& backend) {
 
 absl::StatusOr<std::unique_ptr<DaemonProcess>> StartDaemonOn(
     const std::string& backend, const std::vector<std::string>& extra_args) {
-  std::vector<std::string> args =
-      conformance::DaemonFlagsFor(BaseBackend(backend));
+  std::vector<std::string> args = conformance::DaemonFlagsFor(
+      backend == kCudaFakeNoWaitValue ? "cuda_fake" : backend);
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   if (backend != kCudaFakeNoWaitValue) return DaemonProcess::Start(args);
   // The daemon inherits this process's environment when it is spawned.

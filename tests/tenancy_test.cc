@@ -526,9 +526,10 @@ TEST_P(TenancyTest, SighupReloadsTenantsAndEndsRemovedOnes) {
       << "tokens are never logged";
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, TenancyTest,
-                         ::testing::ValuesIn(conformance::BackendsUnderTest()),
-                         testing::BackendName);
+INSTANTIATE_TEST_SUITE_P(
+    Backends, TenancyTest,
+    ::testing::ValuesIn(conformance::BackendsAndSharingModesUnderTest()),
+    testing::BackendName);
 
 }  // namespace
 }  // namespace gpustream

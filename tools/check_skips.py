@@ -97,8 +97,10 @@ def backend_of(case):
     if "/" not in case:
         return "(none)"
     param = case.rsplit("/", 1)[1]
-    for b in ("cuda_fake_no_wait_value", "cuda_fake", "cuda", "hip_fake",
-              "hip", "cpu"):
+    for b in ("cuda_fake_no_wait_value", "cuda_fake_context_per_tenant",
+              "cuda_fake_sm_partitions", "cuda_fake",
+              "cuda_context_per_tenant", "cuda_sm_partitions", "cuda",
+              "hip_fake", "hip", "cpu"):
         if param == b or param.startswith(b + "_"):
             return b
     return "(none)"
@@ -185,8 +187,12 @@ def main():
               f"here ({', '.join(sorted(held))}):", file=sys.stderr)
         for b in bad:
             print("  " + b, file=sys.stderr)
-    must_run = ["cpu", "hip_fake"] + (["cuda_fake"] if cuda_build else []) + (
-        ["cuda"] if cuda_build and cuda_driver() else []) + (
+    sharing = ["context_per_tenant", "sm_partitions"]
+    must_run = ["cpu", "hip_fake"] + (
+        ["cuda_fake"] + [f"cuda_fake_{s}" for s in sharing]
+        if cuda_build else []) + (
+        ["cuda"] + [f"cuda_{s}" for s in sharing]
+        if cuda_build and cuda_driver() else []) + (
         ["hip"] if hip_device() else [])
     for backend in must_run:
         if ran[backend] == 0:
@@ -194,7 +200,7 @@ def main():
             print(f"check_skips: no {backend} case ran, but {backend} must "
                   "run on this machine", file=sys.stderr)
     if not cuda_build:
-        for backend in ("cuda", "cuda_fake", "cuda_fake_no_wait_value"):
+        for backend in [b for b in ran if b.startswith("cuda")]:
             if ran[backend]:
                 failed = True
                 print(f"check_skips: {ran[backend]} {backend} cases ran in a "

@@ -6,6 +6,9 @@
 
 #include <cstdlib>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "server/backend/backend_factory.h"
 
 namespace gpustream::conformance {
@@ -50,10 +53,104 @@ absl::Status HipDeviceReason() {
   return absl::OkStatus();
 }
 
+// A device whose every queue runs on one SM partition of it; everything
+// else as the device. After a Recover (the reset destroyed the old green
+// contexts) it partitions again.
+class PartitionedDevice : public backend::Device {
+ public:
+  static absl::StatusOr<std::unique_ptr<backend::Device>> Create(
+      std::unique_ptr<backend::Device> device) {
+    auto wrapped = std::unique_ptr<PartitionedDevice>(
+        new PartitionedDevice(std::move(device)));
+    if (absl::Status s = wrapped->Partition(); !s.ok()) return s;
+    return std::unique_ptr<backend::Device>(std::move(wrapped));
+  }
+
+  const backend::DeviceInfo& info() const override { return device_->info(); }
+  backend::MemoryInfo memory() override { return device_->memory(); }
+  void SetFatalErrorHandler(backend::FatalErrorHandler handler) override {
+    device_->SetFatalErrorHandler(std::move(handler));
+  }
+  absl::Status Recover() override {
+    if (absl::Status s = device_->Recover(); !s.ok()) return s;
+    return Partition();
+  }
+  void FlushCleanup() override { device_->FlushCleanup(); }
+  absl::StatusOr<std::shared_ptr<backend::Queue>> CreateQueue(
+      backend::QueueOptions options) override {
+    options.partition = partition_;
+    return device_->CreateQueue(std::move(options));
+  }
+  absl::StatusOr<std::shared_ptr<backend::Event>> CreateEvent(
+      bool enable_timing) override {
+    return device_->CreateEvent(enable_timing);
+  }
+  absl::StatusOr<std::shared_ptr<backend::Flag>> CreateFlag() override {
+    return device_->CreateFlag();
+  }
+  absl::StatusOr<std::shared_ptr<backend::Buffer>> Allocate(
+      uint64_t size, backend::MemoryKind kind) override {
+    return device_->Allocate(size, kind);
+  }
+  std::vector<std::unique_ptr<backend::Module>> BuiltinModules() override {
+    return device_->BuiltinModules();
+  }
+  bool IsModuleFile(const std::string& path) const override {
+    return device_->IsModuleFile(path);
+  }
+  absl::StatusOr<std::unique_ptr<backend::Module>> LoadModule(
+      const std::string& path) override {
+    return device_->LoadModule(path);
+  }
+
+ private:
+  explicit PartitionedDevice(std::unique_ptr<backend::Device> device)
+      : device_(std::move(device)) {}
+  absl::Status Partition() {
+    auto split = device_->PartitionSms({2, 1});
+    if (!split.ok()) return split.status();
+    partition_ = split->front();
+    return absl::OkStatus();
+  }
+
+  // The partition before the device: its green context is released first.
+  std::unique_ptr<backend::Device> device_;
+  std::shared_ptr<backend::SmPartition> partition_;
+};
+
+constexpr absl::string_view kSharingModes[] = {"_context_per_tenant",
+                                               "_sm_partitions"};
+
 }  // namespace
 
 std::vector<std::string> BackendsUnderTest() {
   return {"cpu", "cuda_fake", "cuda", "hip_fake", "hip"};
+}
+
+std::vector<std::string> BackendsAndSharingModesUnderTest() {
+  std::vector<std::string> all = BackendsUnderTest();
+  for (const char* cuda : {"cuda_fake", "cuda"}) {
+    for (absl::string_view mode : kSharingModes) {
+      all.push_back(absl::StrCat(cuda, mode));
+    }
+  }
+  return all;
+}
+
+std::string BaseBackend(const std::string& backend) {
+  for (absl::string_view mode : kSharingModes) {
+    if (absl::EndsWith(backend, mode)) {
+      return backend.substr(0, backend.size() - mode.size());
+    }
+  }
+  return backend;
+}
+
+std::string SharingOf(const std::string& backend) {
+  for (absl::string_view mode : kSharingModes) {
+    if (absl::EndsWith(backend, mode)) return std::string(mode.substr(1));
+  }
+  return "shared_context";
 }
 
 std::string FakeCudaDriverPath() {
@@ -65,17 +162,21 @@ std::string FakeHipRuntimePath() {
   return Runfile("tests/fake_hip/libfakehip.so");
 }
 
-std::vector<std::string> DaemonFlagsFor(const std::string& backend) {
+std::vector<std::string> DaemonFlagsFor(const std::string& name) {
+  const std::string backend = BaseBackend(name);
+  std::vector<std::string> flags = {"--backend=" + backend};
   if (backend == "cuda_fake") {
-    return {"--backend=cuda", "--cuda_driver=" + FakeCudaDriverPath()};
+    flags = {"--backend=cuda", "--cuda_driver=" + FakeCudaDriverPath()};
   }
   if (backend == "hip_fake") {
-    return {"--backend=hip", "--hip_runtime=" + FakeHipRuntimePath()};
+    flags = {"--backend=hip", "--hip_runtime=" + FakeHipRuntimePath()};
   }
-  return {"--backend=" + backend};
+  if (backend != name) flags.push_back("--gpu_sharing=" + SharingOf(name));
+  return flags;
 }
 
-absl::Status AbsentReason(const std::string& backend) {
+absl::Status AbsentReason(const std::string& name) {
+  const std::string backend = BaseBackend(name);
   if (backend == "cpu") return absl::OkStatus();
   if (backend == "hip") return HipDeviceReason();
   // The HIP backend and its fake build everywhere (no vendor header).
@@ -97,7 +198,8 @@ absl::Status AbsentReason(const std::string& backend) {
 }
 
 absl::StatusOr<std::unique_ptr<backend::Device>> OpenBackend(
-    const std::string& name) {
+    const std::string& sharing_name) {
+  const std::string name = BaseBackend(sharing_name);
   backend::BackendOptions options;
   options.backend = name == "cpu"                         ? "cpu"
                     : name == "hip" || name == "hip_fake" ? "hip"
@@ -107,7 +209,13 @@ absl::StatusOr<std::unique_ptr<backend::Device>> OpenBackend(
   if (name == "hip_fake") options.hip_runtime = FakeHipRuntimePath();
   auto devices = backend::CreateDevices(options);
   if (!devices.ok()) return devices.status();
-  return std::move(devices->devices.front());
+  std::unique_ptr<backend::Device> device = std::move(devices->devices.front());
+  const std::string sharing = SharingOf(sharing_name);
+  if (sharing == "context_per_tenant") return device->CreateContext();
+  if (sharing == "sm_partitions") {
+    return PartitionedDevice::Create(std::move(device));
+  }
+  return device;
 }
 
 }  // namespace gpustream::conformance

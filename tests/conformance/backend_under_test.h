@@ -17,6 +17,21 @@ namespace gpustream::conformance {
 // backend on the machine's real runtime (libamdhip64).
 std::vector<std::string> BackendsUnderTest();
 
+// BackendsUnderTest(), then the CUDA backend (fake and real) in the other
+// gpu_sharing modes, for the suites that every mode must pass (conformance,
+// tenancy): "<cuda backend>_context_per_tenant" (a tenant's own context,
+// as Device::CreateContext makes it) and "<cuda backend>_sm_partitions"
+// (every queue on an SM partition of two-thirds of the device, as
+// Device::PartitionSms({2, 1}) makes it). The other names of this file
+// take these too.
+std::vector<std::string> BackendsAndSharingModesUnderTest();
+
+// The backend a name of BackendsUnderTest() runs ("cuda_fake" for
+// "cuda_fake_sm_partitions"), and its gpu_sharing mode's flag value
+// ("shared_context", "context_per_tenant", "sm_partitions").
+std::string BaseBackend(const std::string& backend);
+std::string SharingOf(const std::string& backend);
+
 // The path of libfakecuda.so in the test's runfiles ("" in a build without
 // CUDA support).
 std::string FakeCudaDriverPath();

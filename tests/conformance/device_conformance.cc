@@ -8,8 +8,9 @@
 
 namespace gpustream::backend {
 
-INSTANTIATE_TEST_SUITE_P(Backends, DeviceConformanceTest,
-                         ::testing::ValuesIn(conformance::BackendsUnderTest()),
-                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(
+    Backends, DeviceConformanceTest,
+    ::testing::ValuesIn(conformance::BackendsAndSharingModesUnderTest()),
+    [](const auto& info) { return info.param; });
 
 }  // namespace gpustream::backend

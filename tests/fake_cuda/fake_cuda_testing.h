@@ -70,7 +70,15 @@ namespace fakecuda_test {
   X(ModuleUnload, cuModuleUnload)                           \
   X(ModuleGetFunction, cuModuleGetFunction)                 \
   X(FuncGetParamInfo, cuFuncGetParamInfo)                   \
-  X(FuncGetAttribute, cuFuncGetAttribute)
+  X(FuncGetAttribute, cuFuncGetAttribute)                   \
+  X(CtxCreate, cuCtxCreate)                                 \
+  X(CtxDestroy, cuCtxDestroy)                               \
+  X(DeviceGetDevResource, cuDeviceGetDevResource)           \
+  X(DevSmResourceSplitByCount, cuDevSmResourceSplitByCount) \
+  X(DevResourceGenerateDesc, cuDevResourceGenerateDesc)     \
+  X(GreenCtxCreate, cuGreenCtxCreate)                       \
+  X(GreenCtxDestroy, cuGreenCtxDestroy)                     \
+  X(GreenCtxStreamCreate, cuGreenCtxStreamCreate)
 
 // The driver's entry points, each with cuda.h's type for its name.
 struct Api {

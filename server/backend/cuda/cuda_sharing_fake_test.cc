@@ -1,0 +1,155 @@
+// The sharing modes of a CUDA device on the fake driver: a context of a
+// tenant's own (its fault is its own) and SM partitions (green contexts:
+// sized by weight at the device's granularity, SM-bound work slowed in
+// proportion, refused where they do not fit, stale after a reset).
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "server/backend/cuda/cuda_fake_testing.h"
+#include "server/backend/gpu/gpu_device.h"
+#include "server/backend/gpu/gpu_sm_partition.h"
+
+namespace gpustream::backend {
+namespace {
+
+TEST(SizeSmPartitionsTest, SharesFollowWeightsRoundedDownAtLeastOneEach) {
+  EXPECT_EQ(*SizeSmPartitions({1}, 16), (std::vector<uint32_t>{16}));
+  EXPECT_EQ(*SizeSmPartitions({2, 1}, 16), (std::vector<uint32_t>{10, 5}));
+  EXPECT_EQ(*SizeSmPartitions({1, 1, 1}, 16), (std::vector<uint32_t>{5, 5, 5}));
+  // 1/100 of 16 rounds to 0: the minimum of one is taken from the largest.
+  EXPECT_EQ(*SizeSmPartitions({99, 1}, 16), (std::vector<uint32_t>{15, 1}));
+  EXPECT_EQ(*SizeSmPartitions(std::vector<uint32_t>(16, 1), 16),
+            std::vector<uint32_t>(16, 1));
+  const auto too_many = SizeSmPartitions(std::vector<uint32_t>(17, 1), 16);
+  EXPECT_EQ(too_many.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(too_many.status().message(),
+                                "17 partitions of at least one group"))
+      << too_many.status();
+}
+
+class CudaSharingFakeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto created = OpenFakeCudaDevice();
+    ASSERT_TRUE(created.ok()) << created.status();
+    device_ = *std::move(created);
+    modules_ = device_->BuiltinModules();
+    ASSERT_FALSE(modules_.empty());
+  }
+  const Kernel& K(const char* name) {
+    return **modules_.front()->FindKernel(name);
+  }
+
+  // How long `blocks` blocks of spin_ns(1 ms) take on a queue of `partition`.
+  absl::Duration SpinTime(std::shared_ptr<SmPartition> partition,
+                          uint32_t blocks) {
+    QueueOptions options;
+    options.partition = std::move(partition);
+    auto q = device_->CreateQueue(std::move(options));
+    EXPECT_TRUE(q.ok()) << q.status();
+    if (!q.ok()) return absl::ZeroDuration();
+    absl::Notification idle;
+    const absl::Time start = absl::Now();
+    EXPECT_TRUE(
+        (*q)->Launch(K("spin_ns"), {{blocks}, {1}}, {uint64_t{1'000'000}})
+            .ok());
+    (*q)->OnIdle([&idle](absl::Status) { idle.Notify(); });
+    EXPECT_TRUE(idle.WaitForNotificationWithTimeout(absl::Seconds(20)));
+    return absl::Now() - start;
+  }
+
+  std::unique_ptr<GpuDevice> device_;
+  std::vector<std::unique_ptr<Module>> modules_;
+};
+
+// The fake's H100-class device: 132 SMs in groups of 8 (16 groups, 4 SMs
+// over). 2:1 weights get 10 and 5 groups.
+TEST_F(CudaSharingFakeTest, PartitionsAreSizedByWeightAtTheGranularity) {
+  auto split = device_->PartitionSms({2, 1});
+  ASSERT_TRUE(split.ok()) << split.status();
+  ASSERT_EQ(split->size(), 2u);
+  EXPECT_EQ((*split)[0]->sm_count(), 80u);
+  EXPECT_EQ((*split)[1]->sm_count(), 40u);
+  auto refused = device_->PartitionSms(std::vector<uint32_t>(17, 1));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(
+      absl::StrContains(refused.status().message(), "132 SMs in groups of 8"))
+      << refused.status();
+}
+
+// 80 blocks take one wave on the whole device and on an 80-SM partition,
+// two on a 40-SM one: the partition's streams run on its SMs only.
+TEST_F(CudaSharingFakeTest, SmBoundWorkRunsOnThePartitionsSmsOnly) {
+  auto split = device_->PartitionSms({2, 1});
+  ASSERT_TRUE(split.ok()) << split.status();
+  EXPECT_GE(SpinTime((*split)[1], 80), absl::Milliseconds(2));
+  EXPECT_GE(SpinTime((*split)[1], 81), absl::Milliseconds(3));
+  // One wave on 80 SMs: well under the two a 40-SM partition needs.
+  const absl::Duration wide = SpinTime((*split)[0], 80);
+  EXPECT_GE(wide, absl::Milliseconds(1));
+  EXPECT_LT(wide, SpinTime((*split)[1], 80 * 4));
+}
+
+TEST_F(CudaSharingFakeTest, APartitionOfAnotherDeviceOrEpochIsRefused) {
+  auto split = device_->PartitionSms({1});
+  ASSERT_TRUE(split.ok()) << split.status();
+  auto other = device_->CreateContext();
+  ASSERT_TRUE(other.ok()) << other.status();
+  QueueOptions options;
+  options.partition = split->front();
+  auto refused = (*other)->CreateQueue(std::move(options));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "SM partition"))
+      << refused.status();
+}
+
+// Tenant B's kernel faults in B's own context: B's fatal-error handler
+// runs, A's is never called and A's work goes on; B recovers by a new
+// context of its own (its sticky error died with the old one).
+TEST_F(CudaSharingFakeTest, AFaultInATenantContextStaysThere) {
+  auto a = device_->CreateContext();
+  auto b = device_->CreateContext();
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  absl::Notification a_failed, b_failed;
+  (*a)->SetFatalErrorHandler([&](const DeviceFailure&) { a_failed.Notify(); });
+  (*b)->SetFatalErrorHandler([&](const DeviceFailure&) { b_failed.Notify(); });
+  auto a_modules = (*a)->BuiltinModules();
+  auto b_modules = (*b)->BuiltinModules();
+  ASSERT_FALSE(a_modules.empty());
+  ASSERT_FALSE(b_modules.empty());
+  auto qa = *(*a)->CreateQueue(QueueOptions{});
+  auto buffer = *(*a)->Allocate(8, MemoryKind::kDevice);
+  {
+    auto qb = *(*b)->CreateQueue(QueueOptions{});
+    ASSERT_TRUE(
+        qb->Launch(**b_modules.front()->FindKernel("trap"), {{1}, {1}}, {})
+            .ok());
+    ASSERT_TRUE(b_failed.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  }
+  ASSERT_TRUE(qa->Launch(**a_modules.front()->FindKernel("add_u64"), {{1}, {1}},
+                         {BufferArg{buffer}, uint64_t{42}})
+                  .ok());
+  EXPECT_EQ(*ReadU64(*qa, buffer), 42u);
+  EXPECT_FALSE(a_failed.HasBeenNotified());
+  EXPECT_FALSE(device_->failed());
+  b_modules.clear();
+  ASSERT_TRUE((*b)->Recover().ok());
+  b_modules = (*b)->BuiltinModules();
+  ASSERT_FALSE(b_modules.empty());
+  auto qb = *(*b)->CreateQueue(QueueOptions{});
+  auto b_buffer = *(*b)->Allocate(8, MemoryKind::kDevice);
+  ASSERT_TRUE(qb->Launch(**b_modules.front()->FindKernel("add_u64"), {{1}, {1}},
+                         {BufferArg{b_buffer}, uint64_t{7}})
+                  .ok());
+  EXPECT_EQ(*ReadU64(*qb, b_buffer), 7u);
+}
+
+}  // namespace
+}  // namespace gpustream::backend
