@@ -484,7 +484,7 @@ TEST_F(GpustreamctlTest, StatsShowUsageAgainstQuotas) {
   auto rows = Words(tables[0]);
   EXPECT_THAT(rows[0],
               ElementsAre("TENANT", "WEIGHT", "SESSIONS", "QUEUES", "MEMORY",
-                          "INFLIGHT", "STAGED", "COMPLETED", "BUSY"));
+                          "INFLIGHT", "STAGED", "COMPLETED", "BUSY", "SMS"));
   const auto carol_row = Words(LineWith(tables[0], "carol"));
   ASSERT_EQ(carol_row.size(), 1u) << run;
   EXPECT_THAT(
@@ -492,10 +492,12 @@ TEST_F(GpustreamctlTest, StatsShowUsageAgainstQuotas) {
       ElementsAre("carol", "1", "1/2", "1/-", "2.0MiB/8.0MiB"));
   rows = Words(tables[1]);
   ASSERT_EQ(rows.size(), 2u) << run;
-  EXPECT_THAT(rows[0], ElementsAre("DEVICE", "BACKEND", "MEMORY", "BUSY"));
+  EXPECT_THAT(rows[0],
+              ElementsAre("DEVICE", "BACKEND", "MEMORY", "BUSY", "SHARING"));
   EXPECT_EQ(rows[1][0], "0");
   EXPECT_EQ(rows[1][1], "cpu");
   EXPECT_THAT(rows[1][2], ::testing::EndsWith("/256.0MiB"));
+  EXPECT_EQ(rows[1][4], "weighted_fair_queuing");
 
   run = AsOps({"stats", "--json"});
   ASSERT_EQ(run.exit_code, 0) << run;

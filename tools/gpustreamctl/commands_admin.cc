@@ -105,7 +105,8 @@ absl::StatusOr<Verdict> RunStats(const Invocation& in) {
                  {"INFLIGHT", Align::kRight},
                  {"STAGED", Align::kRight},
                  {"COMPLETED", Align::kRight},
-                 {"BUSY", Align::kRight}});
+                 {"BUSY", Align::kRight},
+                 {"SMS", Align::kRight}});
   for (const v1::TenantStats& t : response.tenants()) {
     const v1::Quota& q = t.quota();
     tenants.AddRow(
@@ -116,18 +117,20 @@ absl::StatusOr<Verdict> RunStats(const Invocation& in) {
          FormatUsage(t.inflight_commands(), q.max_inflight_commands(),
                      &FormatCount),
          FormatUsage(t.staged_bytes(), q.max_staged_bytes(), &FormatBytes),
-         absl::StrCat(t.commands_completed()),
-         FormatSeconds(t.busy_seconds())});
+         absl::StrCat(t.commands_completed()), FormatSeconds(t.busy_seconds()),
+         // SMs of its partitions (gpu_sharing SM_PARTITIONS).
+         t.sm_count() == 0 ? std::string("-") : absl::StrCat(t.sm_count())});
   }
   Table devices({{"DEVICE", Align::kRight},
                  {"BACKEND"},
                  {"MEMORY", Align::kRight},
-                 {"BUSY", Align::kRight}});
+                 {"BUSY", Align::kRight},
+                 {"SHARING"}});
   for (const v1::DeviceStats& d : response.devices()) {
     devices.AddRow({absl::StrCat(d.device_id()), Cell(d.backend()),
                     FormatUsage(d.memory_used_bytes(), d.memory_total_bytes(),
                                 &FormatBytes),
-                    FormatSeconds(d.busy_seconds())});
+                    FormatSeconds(d.busy_seconds()), Cell(d.sharing())});
   }
   *in.out = absl::StrCat(tenants.Render(), "\n", devices.Render());
   return Verdict::kOk;

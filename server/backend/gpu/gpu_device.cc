@@ -267,9 +267,10 @@ void GpuDevice::Fail(absl::Status status) {
   {
     absl::MutexLock lock(&mu_);
     if (failed_.exchange(true)) return;  // Reported once per failure.
-    failure_ = absl::AbortedError(absl::StrCat(traits().display_name,
-                                               " device ", ordinal_,
-                                               " failed: ", status.message()));
+    failure_ = absl::AbortedError(absl::StrCat(
+        traits().display_name, " device ", ordinal_,
+        own_context_ ? " (a tenant's context)" : "", " failed: ",
+        status.message()));
     status = failure_;
     for (auto& weak : tracked_) {
       if (auto core = weak.lock()) queues.push_back(std::move(core));
