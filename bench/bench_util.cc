@@ -79,18 +79,21 @@ grpc::ServerUnaryReactor* EchoService::Ping(grpc::CallbackServerContext* ctx,
 
 InProcessDaemon::InProcessDaemon(
     std::vector<std::unique_ptr<backend::Device>> devices,
-    const std::string& name, metrics::Metrics* metrics) {
-  auto core = session::ServerCore::Create(std::move(devices), {}, {});
+    const std::string& name, metrics::Metrics* metrics,
+    session::ManagerOptions options,
+    std::unique_ptr<tenants::TenantRegistry> tenants) {
+  auto core = session::ServerCore::Create(std::move(devices), {}, options,
+                                          std::move(tenants));
   Check(core.status(), "ServerCore::Create");
   core_ = *std::move(core);
   const std::string socket =
       absl::StrCat("/tmp/", name, "-", getpid(), ".sock");
-  rpc::ServerOptions options;
-  options.listen = {"unix:" + socket, "127.0.0.1:0"};
-  options.max_message_bytes = 64 << 20;
-  options.extra_services = {&echo_};
-  options.metrics = metrics;
-  auto server = rpc::GrpcServer::Start(*core_, options);
+  rpc::ServerOptions server_options;
+  server_options.listen = {"unix:" + socket, "127.0.0.1:0"};
+  server_options.max_message_bytes = 64 << 20;
+  server_options.extra_services = {&echo_};
+  server_options.metrics = metrics;
+  auto server = rpc::GrpcServer::Start(*core_, server_options);
   Check(server.status(), "GrpcServer::Start");
   server_ = *std::move(server);
 }

@@ -57,8 +57,11 @@ class EchoService : public Echo::CallbackService {
 class InProcessDaemon {
  public:
   // `metrics` (may be null) counts every call, as --metrics_listen does.
+  // `options` and `tenants` (null: none) as ServerCore::Create takes them.
   InProcessDaemon(std::vector<std::unique_ptr<backend::Device>> devices,
-                  const std::string& name, metrics::Metrics* metrics = nullptr);
+                  const std::string& name, metrics::Metrics* metrics = nullptr,
+                  session::ManagerOptions options = {},
+                  std::unique_ptr<tenants::TenantRegistry> tenants = nullptr);
   // Closes every session, then stops the transport.
   ~InProcessDaemon();
 

@@ -3,6 +3,10 @@
 # the daemon against the same vendor's driver used directly, side by side.
 #
 #   bash tools/gpu-bench.sh [--backend=cuda|hip] [gpu_bench flags...]
+#   bash tools/gpu-bench.sh --sharing [sharing_bench flags...]
+#
+# --sharing runs bench/sharing_bench.cc instead: two tenants on one CUDA
+# device under the gpu_sharing modes (SM shares by weight, fault isolation).
 #
 # Without --cuda_driver (CUDA, the default) or --hip_runtime (HIP) it runs on
 # the fake driver that Bazel builds (tests/fake_gpu, CPU emulation: the
@@ -13,11 +17,27 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash tools/setup.sh
-args=("$@")
+args=()
 backend=cuda
-for a in "${args[@]}"; do
-  case $a in --backend=*) backend=${a#--backend=} ;; esac
+bench=gpu_bench
+for a in "$@"; do
+  case $a in
+    --backend=*) backend=${a#--backend=} ;;
+    --sharing) bench=sharing_bench; continue ;;
+  esac
+  args+=("$a")
 done
+if [[ $bench == sharing_bench && $backend != cuda ]]; then
+  echo "gpu-bench: --sharing measures the CUDA backend only (HIP has no" \
+    "contexts of its own or SM partitions)" >&2
+  exit 2
+fi
+# sharing_bench has no --backend flag: the modes are CUDA's.
+if [[ $bench == sharing_bench && ${#args[@]} -gt 0 ]]; then
+  kept=()
+  for a in "${args[@]}"; do [[ $a == --backend=* ]] || kept+=("$a"); done
+  args=(${kept[@]+"${kept[@]}"})
+fi
 case $backend in
   cuda)
     # The CUDA backend and its fake exist only where Bazel found a toolkit.
@@ -30,7 +50,7 @@ case $backend in
   hip) fake=tests/fake_hip/libfakehip.so flag=--hip_runtime ;;
   *) echo "gpu-bench: --backend=$backend: expected cuda or hip" >&2; exit 2 ;;
 esac
-bazel build -c opt //bench:gpu_bench "//${fake%/*}:${fake##*/}"
+bazel build -c opt "//bench:$bench" "//${fake%/*}:${fake##*/}"
 
 # bazel-out/k8-opt, not bazel-bin: bazel-bin follows whichever build ran last
 # (an ASan build of someone else's, say).
@@ -38,4 +58,4 @@ bin="$PWD/bazel-out/k8-opt/bin"
 if [[ " ${args[*]-} " != *" $flag"* ]]; then
   args=("$flag=$bin/$fake" "${args[@]}")
 fi
-"$bin/bench/gpu_bench" "${args[@]}"
+"$bin/bench/$bench" ${args[@]+"${args[@]}"}
