@@ -120,9 +120,13 @@ TEST(StatsCollectorTest, TenantsDevicesAndQuotaUse) {
   t->set_commands_completed(42);
   t->set_busy_seconds(1.5);
   t->mutable_quota()->set_device_memory_bytes(1024);
+  t->set_sm_count(80);
+  v1::TenantStats* bob = stats.add_tenants();
+  bob->set_tenant("bob");
   v1::DeviceStats* d = stats.add_devices();
   d->set_device_id(0);
   d->set_backend("cpu");
+  d->set_sharing("weighted_fair_queuing");
   d->set_memory_total_bytes(4096);
   d->set_memory_used_bytes(256);
   const std::string text = Text(StatsCollector::Families(stats));
@@ -150,6 +154,15 @@ TEST(StatsCollectorTest, TenantsDevicesAndQuotaUse) {
           R"(gpustream_device_memory_used_bytes{device="0",backend="cpu"} 256)"));
   EXPECT_THAT(text,
               HasSubstr("# TYPE gpustream_device_busy_seconds_total counter"));
+  // SMs only for tenants with a partition.
+  EXPECT_THAT(text,
+              HasSubstr(R"(gpustream_tenant_sm_count{tenant="alice"} 80)"));
+  EXPECT_THAT(text,
+              Not(HasSubstr(R"(gpustream_tenant_sm_count{tenant="bob"})")));
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          R"(gpustream_device_tenant_contexts{device="0",backend="cpu",sharing="weighted_fair_queuing"} 0)"));
 }
 
 }  // namespace

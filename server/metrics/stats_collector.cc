@@ -73,6 +73,10 @@ std::vector<MetricFamily> StatsCollector::Families(
   MetricFamily ratio =
       NewFamily("gpustream_tenant_quota_usage_ratio",
                 "Use of a quota that is set, 0..1", MetricType::Gauge);
+  MetricFamily sms =
+      NewFamily("gpustream_tenant_sm_count",
+                "SMs of the tenant's partitions (gpu_sharing SM_PARTITIONS)",
+                MetricType::Gauge);
   for (const v1::TenantStats& t : stats.tenants()) {
     const std::vector<ClientMetric::Label> who = {{"tenant", t.tenant()}};
     Add(weight, who, t.weight());
@@ -83,6 +87,7 @@ std::vector<MetricFamily> StatsCollector::Families(
     Add(staged, who, static_cast<double>(t.staged_bytes()));
     Add(completed, who, static_cast<double>(t.commands_completed()));
     Add(busy, who, t.busy_seconds());
+    if (t.sm_count() != 0) Add(sms, who, t.sm_count());
     const std::pair<const char*, std::pair<double, double>> quotas[] = {
         {"memory_bytes",
          {static_cast<double>(t.quota().device_memory_bytes()),
@@ -115,9 +120,17 @@ std::vector<MetricFamily> StatsCollector::Families(
       NewFamily("gpustream_device_busy_seconds_total",
                 "Measured execution time on the device, all tenants",
                 MetricType::Counter);
+  MetricFamily contexts = NewFamily(
+      "gpustream_device_tenant_contexts",
+      "Tenant contexts open (gpu_sharing CONTEXT_PER_TENANT); the label "
+      "sharing names the mode the device serves",
+      MetricType::Gauge);
   for (const v1::DeviceStats& d : stats.devices()) {
     const std::vector<ClientMetric::Label> which = {
         {"device", absl::StrCat(d.device_id())}, {"backend", d.backend()}};
+    std::vector<ClientMetric::Label> with_sharing = which;
+    with_sharing.push_back({"sharing", d.sharing()});
+    Add(contexts, std::move(with_sharing), d.tenant_contexts());
     Add(device_used, which, static_cast<double>(d.memory_used_bytes()));
     Add(device_total, which, static_cast<double>(d.memory_total_bytes()));
     Add(device_busy, which, d.busy_seconds());
@@ -125,7 +138,8 @@ std::vector<MetricFamily> StatsCollector::Families(
   std::vector<MetricFamily> out;
   for (MetricFamily* f :
        {&weight, &sessions, &queues, &memory, &inflight, &staged, &completed,
-        &busy, &limit, &ratio, &device_used, &device_total, &device_busy}) {
+        &busy, &limit, &ratio, &sms, &device_used, &device_total, &device_busy,
+        &contexts}) {
     out.push_back(std::move(*f));
   }
   return out;
