@@ -33,14 +33,15 @@ if ! bazel query //tests/fake_cuda:libfakecuda.so >/dev/null 2>&1; then
   exit 1
 fi
 bazel build -c opt //server:gpustreamd //tests/conformance:device_conformance_test \
-  //bench:gpu_bench //examples:demo //tests/fake_cuda:libfakecuda.so \
+  //bench:gpu_bench //bench:sharing_bench //examples:demo \
+  //tests/fake_cuda:libfakecuda.so \
   //tests/fake_hip:libfakehip.so //kernels/cuda:samples_module
 
 # bazel-out/k8-opt, not bazel-bin: bazel-bin follows whichever build ran
 # last, which may be an ASan build.
 out="$root/bazel-out/k8-opt/bin"
 binaries=(server/gpustreamd tests/conformance/device_conformance_test
-  bench/gpu_bench examples/demo)
+  bench/gpu_bench bench/sharing_bench examples/demo)
 fakes=(tests/fake_cuda/libfakecuda.so tests/fake_hip/libfakehip.so)
 
 rm -rf "$bundle"
@@ -144,12 +145,15 @@ cat >"$bundle/run.sh" <<'RUN_SH'
 # machine with an NVIDIA driver (and nothing else: the bundle carries its
 # libraries) it runs, each step under a timeout and all within 8 minutes,
 # on the backend of the GPU it finds (CUDA, else HIP):
-#   1. the Device conformance suite on the real backend (*/cuda or */hip);
+#   1. the Device conformance suite on the real backend (*/cuda or */hip;
+#      CUDA also in a tenant context and on an SM partition, the
+#      gpu_sharing modes);
 #   2. gpustreamd --backend=<it> on a unix socket in a temp folder, with the
 #      demo client against it (kernels checked element by element, gated
 #      work, a host function, a rejected launch), then SIGTERM;
 #   3. gpu_bench against the driver: the daemon against the driver used
-#      directly;
+#      directly; on CUDA, sharing_bench: two tenants under the gpu_sharing
+#      modes (SM shares by weight, fault isolation);
 # then prints a summary. Without a usable GPU driver it says so, runs the
 # bundle's self-test (the conformance suite on the CPU backend and on the
 # bundled fakes) instead, and exits 0.
@@ -350,7 +354,7 @@ if [[ -z "$probe" ]]; then
   record SKIP "GPU checks: no usable GPU driver" $((SECONDS - t0))
   say "self-test of the bundle instead (CPU backend, bundled fakes)"
   driver="none"
-  conformance '*/cpu:*/cuda_fake:*/hip_fake'
+  conformance '*/cpu:*/cuda_fake:*/cuda_fake_context_per_tenant:*/cuda_fake_sm_partitions:*/hip_fake'
   summary
   say "no GPU driver: GPU checks skipped$([[ $failed == 0 ]] && echo ', self-test passed')"
   exit "$failed"
@@ -368,12 +372,15 @@ record PASS "driver: ${probe##*gpu_bench: }" $((SECONDS - t0))
 
 # 1. The conformance suite. Its real-GPU cases open the vendor's library by
 # name: a driver given by path is found through its folder.
-if [[ -n "$fake" ]]; then
-  conformance "*/${backend}_fake"
-elif [[ "$driver" == */* ]]; then
-  LD_LIBRARY_PATH="${driver%/*}:$LD_LIBRARY_PATH" conformance "*/$backend"
+# CUDA's cases include the other gpu_sharing modes.
+cases="*/$backend"
+[[ -n "$fake" ]] && cases="*/${backend}_fake"
+[[ "$backend" == cuda ]] &&
+  cases="$cases:${cases}_context_per_tenant:${cases}_sm_partitions"
+if [[ "$driver" == */* && -z "$fake" ]]; then
+  LD_LIBRARY_PATH="${driver%/*}:$LD_LIBRARY_PATH" conformance "$cases"
 else
-  conformance "*/$backend"
+  conformance "$cases"
 fi
 
 # 2. The daemon as a process, with the demo client against it.
@@ -432,6 +439,19 @@ elif grep -q '^---- summary' "$logs/gpu_bench.log"; then
   record PASS "gpu_bench" $((SECONDS - t0))
 else
   record FAIL "gpu_bench printed no summary" $((SECONDS - t0))
+fi
+if [[ "$backend" == cuda ]]; then
+  t0=$SECONDS
+  rc=0
+  timeout "$(limit 60)" "$here/bin/sharing_bench" --seconds=1 "${flags[@]}" 2>&1 |
+    grep -v ' level=' | tee "$logs/sharing_bench.log" || rc=$?
+  if ((rc != 0)); then
+    record FAIL "sharing_bench (exit $rc)" $((SECONDS - t0))
+  elif grep -q 'CONTEXT_PER_TENANT .* 0 errors' "$logs/sharing_bench.log"; then
+    record PASS "sharing_bench: $(grep 'SM_PARTITIONS' "$logs/sharing_bench.log" | grep -Eo 'alice:bob [0-9.]+')" $((SECONDS - t0))
+  else
+    record FAIL "sharing_bench: a tenant context's fault disturbed the other tenant" $((SECONDS - t0))
+  fi
 fi
 
 summary
