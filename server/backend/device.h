@@ -26,6 +26,9 @@ class SmPartition {
  public:
   virtual ~SmPartition() = default;
   virtual uint32_t sm_count() const = 0;
+  // False once its device failed or was reset since it was made: queues
+  // can no longer be made on it (partition the device again).
+  virtual bool valid() const = 0;
 };
 
 struct QueueOptions {
@@ -74,6 +77,9 @@ class Device {
   // Set before any object is created; a null handler (the owner going
   // away) stops later calls.
   virtual void SetFatalErrorHandler(FatalErrorHandler handler) = 0;
+  // Whether a fatal error failed the device (until Recover succeeds); set
+  // before its queues report the failure.
+  virtual bool failed() const { return false; }
   // After a fatal error, once every session on the device has been torn
   // down: resets the device (CUDA: the primary context) so that new objects
   // work. Objects of the failed context must all be gone. OK when healthy.

@@ -88,56 +88,85 @@ DeviceSharing::~DeviceSharing() {
 }
 
 void DeviceSharing::SetContextFailureHandler(ContextFailureHandler handler) {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&handler_mu_);
   on_failure_ = std::move(handler);
 }
 
 absl::StatusOr<Placement> DeviceSharing::Place(const std::string& tenant) {
   Placement placement{device_, modules_, nullptr, nullptr};
   switch (mode_) {
-    case v1::GPU_SHARING_SM_PARTITIONS: {
-      absl::MutexLock lock(&mu_);
-      auto it = partitions_.find(tenant);
-      if (it == partitions_.end()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "tenant '", tenant,
-            "' has no SM partition on this device: under gpu_sharing "
-            "SM_PARTITIONS only configured tenants get SMs (not the local "
-            "operator), and a split that failed keeps the previous one (see "
-            "the daemon's log)"));
-      }
-      placement.partition = it->second;
-      return placement;
-    }
+    case v1::GPU_SHARING_SM_PARTITIONS:
+      return PlaceOnPartition(tenant);
     case v1::GPU_SHARING_CONTEXT_PER_TENANT:
       break;
     default:
       return placement;
   }
-  std::shared_ptr<TenantContext> context;
-  {
+  auto live = [&]() -> std::shared_ptr<TenantContext> {
     absl::MutexLock lock(&mu_);
-    if (auto it = contexts_.find(tenant); it != contexts_.end()) {
-      context = it->second.lock();
-    }
-  }
+    auto it = contexts_.find(tenant);
+    if (it == contexts_.end()) return nullptr;
+    std::shared_ptr<TenantContext> context = it->second.lock();
+    // A failed context is out of service even before its failure handler
+    // ran (its queues may report the failure first).
+    if (context == nullptr || context->device->failed()) return nullptr;
+    return context;
+  };
+  std::shared_ptr<TenantContext> context = live();
   if (context == nullptr) {
-    // Made outside the lock (it loads modules); two first sessions racing
-    // may both make one: the first registered wins, the other is dropped.
-    absl::StatusOr<std::shared_ptr<TenantContext>> made = NewContext(tenant);
-    if (!made.ok()) return made.status();
-    absl::MutexLock lock(&mu_);
-    std::weak_ptr<TenantContext>& slot = contexts_[tenant];
-    context = slot.lock();
+    // Made outside mu_ (it loads modules), one at a time: a tenant's racing
+    // first sessions get the same context.
+    absl::MutexLock create(&create_mu_);
+    context = live();
     if (context == nullptr) {
+      absl::StatusOr<std::shared_ptr<TenantContext>> made = NewContext(tenant);
+      if (!made.ok()) return made.status();
       context = *std::move(made);
-      slot = context;
+      absl::MutexLock lock(&mu_);
+      contexts_[tenant] = context;
       log::Info("tenant_context_created").Str("tenant", tenant);
     }
   }
   placement.device = context->device.get();
   placement.modules = context->modules.get();
   placement.hold = std::move(context);
+  return placement;
+}
+
+absl::StatusOr<Placement> DeviceSharing::PlaceOnPartition(
+    const std::string& tenant) {
+  Placement placement{device_, modules_, nullptr, nullptr};
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = partitions_.find(tenant);
+    if (it != partitions_.end() && it->second->valid()) {
+      placement.partition = it->second;
+      return placement;
+    }
+  }
+  // The device was reset since the split (or the tenant has none): split
+  // again for the weights of the last split.
+  TenantWeights weights;
+  {
+    absl::MutexLock lock(&split_mu_);
+    weights = split_weights_;
+  }
+  if (absl::Status s = Repartition(weights); !s.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "the SM partitions of this device are being made again (after a "
+        "reset) and could not be: ",
+        s.message()));
+  }
+  absl::MutexLock lock(&mu_);
+  auto it = partitions_.find(tenant);
+  if (it == partitions_.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "tenant '", tenant,
+        "' has no SM partition on this device: under gpu_sharing "
+        "SM_PARTITIONS only configured tenants get SMs (not the local "
+        "operator)"));
+  }
+  placement.partition = it->second;
   return placement;
 }
 
@@ -168,14 +197,25 @@ DeviceSharing::NewContext(const std::string& tenant) {
       });
   absl::StatusOr<std::unique_ptr<modules::ModuleRegistry>> loaded =
       modules::ModuleRegistry::Create(*raw->device, module_folders_);
-  if (!loaded.ok()) return loaded.status();
+  if (!loaded.ok()) {
+    // The folders were readable at start; the reason (a server path) goes
+    // to the log, not to the client.
+    log::Error("tenant_context_modules_failed")
+        .Str("tenant", tenant)
+        .Status(loaded.status());
+    return absl::InternalError(
+        absl::StrCat("cannot load the modules into tenant '", tenant,
+                     "''s context (the daemon's log says why)"));
+  }
+  for (const absl::Status& refused : (*loaded)->refused()) {
+    log::Error("module_refused").Str("tenant", tenant).Status(refused);
+  }
   raw->modules = *std::move(loaded);
   return context;
 }
 
 void DeviceSharing::OnContextFailure(TenantContext* context,
                                      const backend::DeviceFailure& failure) {
-  ContextFailureHandler handler;
   {
     absl::MutexLock lock(&mu_);
     // Out of service: the tenant's next session gets a new context.
@@ -183,28 +223,38 @@ void DeviceSharing::OnContextFailure(TenantContext* context,
       std::shared_ptr<TenantContext> live = it->second.lock();
       if (live == nullptr || live.get() == context) contexts_.erase(it);
     }
-    handler = on_failure_;
   }
   log::Warning("tenant_context_failed")
       .Str("tenant", context->tenant)
       .Status(failure.cause);
-  if (handler) handler(context->device.get(), failure);
+  absl::MutexLock lock(&handler_mu_);
+  if (on_failure_) on_failure_(context->device.get(), failure);
 }
 
 absl::Status DeviceSharing::Repartition(const TenantWeights& weights) {
   if (mode_ != v1::GPU_SHARING_SM_PARTITIONS) return absl::OkStatus();
-  absl::StatusOr<std::vector<std::shared_ptr<backend::SmPartition>>> split =
+  absl::MutexLock split(&split_mu_);
+  {
+    absl::MutexLock lock(&mu_);
+    bool valid = !partitions_.empty();
+    for (const auto& [tenant, partition] : partitions_) {
+      valid = valid && partition->valid();
+    }
+    if (valid && weights == split_weights_) return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<std::shared_ptr<backend::SmPartition>>> made =
       device_->PartitionSms(Weights(weights));
-  if (!split.ok()) return split.status();
+  if (!made.ok()) return made.status();
   absl::flat_hash_map<std::string, std::shared_ptr<backend::SmPartition>>
       partitions;
   for (size_t i = 0; i < weights.size(); ++i) {
     log::Info("sm_partition")
         .Str("tenant", weights[i].first)
         .Num("weight", weights[i].second)
-        .Num("sms", (*split)[i]->sm_count());
-    partitions.emplace(weights[i].first, (*split)[i]);
+        .Num("sms", (*made)[i]->sm_count());
+    partitions.emplace(weights[i].first, (*made)[i]);
   }
+  split_weights_ = weights;
   absl::MutexLock lock(&mu_);
   partitions_.swap(partitions);
   return absl::OkStatus();

@@ -58,20 +58,25 @@ class DeviceSharing {
   // Releases the tenant contexts left (after every session ended).
   ~DeviceSharing();
 
-  // Set before the first Place; runs for each tenant context that fails.
+  // Runs for each tenant context that fails. Replacing it (null: the owner
+  // going away) waits for a call in progress and stops later ones.
   void SetContextFailureHandler(ContextFailureHandler handler);
 
   // Where a new session of `tenant` runs: for CONTEXT_PER_TENANT its
-  // context (made on its first session, loading the modules again), or the
-  // error that kept it from being made; FAILED_PRECONDITION naming the
-  // tenant if SM_PARTITIONS has no partition for it (the local operator,
-  // or a tenant added by a reload whose split failed).
+  // context (made on its first session, loading the modules again; a
+  // failed one is never handed out), or the error that kept it from being
+  // made (INTERNAL naming the tenant when its modules do not load);
+  // SM_PARTITIONS: the tenant's partition, split again first if the
+  // device was reset since (UNAVAILABLE while that fails),
+  // FAILED_PRECONDITION naming the tenant if the split has none for it
+  // (the local operator).
   absl::StatusOr<Placement> Place(const std::string& tenant);
 
-  // SM_PARTITIONS: splits the SMs again for `weights` (SIGHUP, a new
-  // operator tenant, a device that was reset); sessions opened from now on
-  // get the new partitions, older ones keep theirs. The old split stays
-  // if this fails. OK and nothing done in the other modes.
+  // SM_PARTITIONS: splits the SMs again for `weights` (SIGHUP, a device
+  // that was reset) unless the current split is for the same weights and
+  // still valid; sessions opened from now on get the new partitions, older
+  // ones keep theirs. The old split stays if this fails. OK and nothing
+  // done in the other modes. Serialized.
   absl::Status Repartition(const TenantWeights& weights);
 
   // For GetStats: "shared_context", "context_per_tenant", "sm_partitions"
@@ -87,6 +92,8 @@ class DeviceSharing {
   DeviceSharing(v1::GpuSharing mode, backend::Device* device,
                 const modules::ModuleRegistry* modules,
                 std::vector<std::string> module_folders);
+  // Place() under SM_PARTITIONS.
+  absl::StatusOr<Placement> PlaceOnPartition(const std::string& tenant);
   // A new context of `tenant`'s, its modules loaded.
   absl::StatusOr<std::shared_ptr<TenantContext>> NewContext(
       const std::string& tenant);
@@ -101,8 +108,16 @@ class DeviceSharing {
   const modules::ModuleRegistry* const modules_;
   const std::vector<std::string> module_folders_;
 
+  // Held while the failure handler runs (see SetContextFailureHandler).
+  absl::Mutex handler_mu_;
+  ContextFailureHandler on_failure_ ABSL_GUARDED_BY(handler_mu_);
+  // Serializes making tenant contexts (one at a time: a tenant's racing
+  // first sessions share one) and splits.
+  absl::Mutex create_mu_;
+  absl::Mutex split_mu_;
+  TenantWeights split_weights_ ABSL_GUARDED_BY(split_mu_);
+
   absl::Mutex mu_;
-  ContextFailureHandler on_failure_ ABSL_GUARDED_BY(mu_);
   // CONTEXT_PER_TENANT: each tenant's live context (a failed one is
   // removed at once; its sessions hold it until they end).
   absl::flat_hash_map<std::string, std::weak_ptr<TenantContext>> contexts_

@@ -3,6 +3,7 @@
 
 #include <set>
 
+#include "absl/algorithm/container.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -63,20 +64,8 @@ TenantWeights ServerCore::Weights() const {
   for (const auto& tenant : tenants_->All()) {
     weights.emplace_back(tenant->name(), tenant->weight());
   }
+  absl::c_sort(weights);  // By name: one order to compare splits by.
   return weights;
-}
-
-void ServerCore::Repartition() {
-  const TenantWeights weights = Weights();
-  for (uint32_t i = 0; i < sharing_.size(); ++i) {
-    if (absl::Status s = sharing_[i]->Repartition(weights); !s.ok()) {
-      // The old split stays; tenants it lacks cannot open sessions.
-      log::Error("sm_partition_failed")
-          .Num("device", i)
-          .Status(s)
-          .Str("action", "keeping the previous split");
-    }
-  }
 }
 
 ServerCore::~ServerCore() {
@@ -146,7 +135,8 @@ void ServerCore::OnDeviceFailure(uint32_t device_id,
   sessions_->AbortDevice(device_id, nullptr, reason, [this, device_id] {
     absl::Status recovered = devices_[device_id]->Recover();
     if (recovered.ok()) {
-      // The reset destroyed the green contexts of the old split.
+      // The old split belongs to the context that was reset (a session
+      // opened before this would split again itself).
       if (absl::Status s = sharing_[device_id]->Repartition(Weights());
           !s.ok()) {
         log::Error("sm_partition_failed").Num("device", device_id).Status(s);
@@ -286,9 +276,34 @@ absl::Status ServerCore::KeepAlive(const Principal& who,
 }
 
 absl::Status ServerCore::ReloadTenants(const v1::ServerConfig& config) {
+  // New weights or tenants get a new split first (SM_PARTITIONS): a config
+  // whose tenants do not fit the SMs is refused, as it is at start, and the
+  // old tenants and split stay.
   const TenantWeights before = Weights();
+  TenantWeights after;
+  for (const v1::Tenant& t : config.tenants()) {
+    after.emplace_back(t.name(), std::max<uint32_t>(t.weight(), 1));
+  }
+  if (after.empty()) after.emplace_back("default", 1);
+  absl::c_sort(after);
+  auto restore = [&](size_t devices) {
+    for (size_t i = 0; i < devices; ++i) {
+      sharing_[i]->Repartition(before).IgnoreError();
+    }
+  };
+  for (size_t i = 0; i < sharing_.size(); ++i) {
+    if (absl::Status s = sharing_[i]->Repartition(after); !s.ok()) {
+      restore(i);
+      return absl::Status(
+          s.code(), absl::StrCat("gpu_sharing SM_PARTITIONS: device ", i, ": ",
+                                 s.message()));
+    }
+  }
   auto removed = tenants_->Reload(config);
-  if (!removed.ok()) return removed.status();
+  if (!removed.ok()) {
+    restore(sharing_.size());
+    return removed.status();
+  }
   for (const std::string& tenant : *removed) sessions_->EndTenant(tenant);
   if (config.gpu_sharing() != sharing_mode_) {
     log::Warning("gpu_sharing_unchanged")
@@ -296,8 +311,6 @@ absl::Status ServerCore::ReloadTenants(const v1::ServerConfig& config) {
              "gpu_sharing is read at start only: restart the daemon to "
              "change it");
   }
-  // New weights or tenants: new sessions get the new split.
-  if (Weights() != before) Repartition();
   log::Info("tenants_reloaded")
       .Num("tenants", tenants_->All().size())
       .Num("removed", removed->size());

@@ -117,13 +117,10 @@ class ServerCore {
   // tenant's own context failed): abort only the sessions on it.
   void OnDeviceFailure(uint32_t device_id, const backend::Device* context,
                        const backend::DeviceFailure& failure);
-  // Every configured tenant (or "default") with its weight, as SM
+  // Every configured tenant (or "default") with its weight, by name, as SM
   // partitions are sized. The local operator gets none: under
   // SM_PARTITIONS it administers, but opens no session.
   TenantWeights Weights() const;
-  // Splits each device's SMs again for Weights() (SM_PARTITIONS); a
-  // failure keeps the previous split and is logged.
-  void Repartition();
   // PERMISSION_DENIED unless `who` is an admin, logged (admin_denied).
   absl::Status RequireAdmin(const Principal& who,
                             absl::string_view action) const;

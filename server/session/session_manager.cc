@@ -54,7 +54,7 @@ SessionManager::~SessionManager() {
 
 absl::Status SessionManager::CheckFairShare(const tenants::Tenant& tenant) {
   const size_t max = options_.max_sessions;
-  if (sessions_.size() >= max) {
+  if (sessions_.size() + opening_ >= max) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "the daemon serves the maximum of ", max, " sessions (max_sessions)"));
   }
@@ -105,17 +105,27 @@ absl::Status SessionManager::Open(const tenants::Principal& who,
       std::min(req.lease_seconds() == 0 ? options_.default_lease_seconds
                                         : req.lease_seconds(),
                options_.max_lease_seconds);
-  // Before the lock: a tenant's first session on a device may create its
+  // The quotas first (a refused tenant costs no context), held from the
+  // limit check to the reservation so that concurrent opens cannot pass
+  // the limit together.
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::UnavailableError("daemon shutting down");
+    if (auto s = CheckFairShare(*who.tenant); !s.ok()) return s;
+    if (auto s = who.tenant->ReserveSession(); !s.ok()) return s;
+    ++opening_;
+  }
+  // Outside the lock: a tenant's first session on a device may create its
   // context there (which loads modules).
   absl::StatusOr<Placement> placement =
       devices_[req.device_id()].sharing->Place(who.name());
-  if (!placement.ok()) return placement.status();
-  // Held from the limit check to the insert, so concurrent opens cannot
-  // pass the limit together (creating a session is quick).
   absl::MutexLock lock(&mu_);
-  if (stopping_) return absl::UnavailableError("daemon shutting down");
-  if (auto s = CheckFairShare(*who.tenant); !s.ok()) return s;
-  if (auto s = who.tenant->ReserveSession(); !s.ok()) return s;
+  --opening_;
+  if (!placement.ok() || stopping_) {
+    who.tenant->ReleaseSession();
+    return !placement.ok() ? placement.status()
+                           : absl::UnavailableError("daemon shutting down");
+  }
   const std::string public_id = NewPublicId();
   auto session = Session::Create(
       NewSessionId(),

@@ -156,6 +156,9 @@ class SessionManager {
   absl::flat_hash_map<std::string, std::string> public_ids_
       ABSL_GUARDED_BY(mu_);
   uint64_t next_session_key_ ABSL_GUARDED_BY(mu_) = 1;
+  // Opens between their quota check and their insert (Open places the
+  // session outside mu_): counted against max_sessions.
+  size_t opening_ ABSL_GUARDED_BY(mu_) = 0;
   // Quick work for the housekeeper, run outside the lock.
   std::deque<absl::AnyInvocable<void()>> chores_ ABSL_GUARDED_BY(mu_);
   struct Ended {

@@ -71,6 +71,7 @@ class PartitionedDevice : public backend::Device {
   void SetFatalErrorHandler(backend::FatalErrorHandler handler) override {
     device_->SetFatalErrorHandler(std::move(handler));
   }
+  bool failed() const override { return device_->failed(); }
   absl::Status Recover() override {
     if (absl::Status s = device_->Recover(); !s.ok()) return s;
     return Partition();

@@ -70,6 +70,7 @@
   X(cuFuncSetAttribute, 12000)          \
   X(cuCtxCreate, 12050)                 \
   X(cuCtxDestroy, 12000)                \
+  X(cuCtxPopCurrent, 12000)             \
   X(cuDeviceGetDevResource, 12040)      \
   X(cuDevSmResourceSplitByCount, 12040) \
   X(cuDevResourceGenerateDesc, 12040)   \

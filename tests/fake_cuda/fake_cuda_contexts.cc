@@ -46,6 +46,10 @@ CUresult Fake_cuCtxCreate(CUcontext* pctx, CUctxCreateParams* params,
       gpu::CtxCreate(HandleCast<gpu::ContextHandle*>(pctx), flags, dev));
 }
 
+CUresult Fake_cuCtxPopCurrent(CUcontext* pctx) {
+  return ToCu(gpu::CtxPopCurrent(HandleCast<gpu::ContextHandle*>(pctx)));
+}
+
 CUresult Fake_cuCtxDestroy(CUcontext ctx) {
   return ToCu(gpu::CtxDestroy(HandleCast<gpu::ContextHandle>(ctx)));
 }

@@ -11,11 +11,11 @@ namespace {
 
 using FakeCudaContextsTest = FakeCudaTest;
 
-// A created context is made current and has memory of its own (copies,
+// A created context is pushed current and has memory of its own (copies,
 // by unified addressing, reach any live allocation; kernels only their
-// context's); destroying it frees that memory, leaves the thread without a
-// context and the handle dead; a primary context is never destroyed that
-// way.
+// context's); popping it makes the one below current again; destroying it
+// while current pops it, frees its memory and leaves the handle dead; a
+// primary context is never destroyed that way.
 TEST_F(FakeCudaContextsTest, ACreatedContextHasItsOwnMemoryAndDies) {
   CUdeviceptr primary_memory = Alloc(64);
   CUcontext own = nullptr;
@@ -29,9 +29,15 @@ TEST_F(FakeCudaContextsTest, ACreatedContextHasItsOwnMemoryAndDies) {
   EXPECT_CU(CUDA_SUCCESS, cu.MemcpyHtoDAsync(own_memory, &word, 4, stream));
   EXPECT_CU(CUDA_SUCCESS, Finish(stream));
   EXPECT_CU(CUDA_ERROR_INVALID_CONTEXT, cu.CtxDestroy(ctx_));
+  CUcontext popped = nullptr;
+  ASSERT_CU(CUDA_SUCCESS, cu.CtxPopCurrent(&popped));
+  EXPECT_EQ(popped, own);
+  ASSERT_CU(CUDA_SUCCESS, cu.CtxGetCurrent(&current));
+  EXPECT_EQ(current, ctx_);
+  ASSERT_CU(CUDA_SUCCESS, cu.CtxSetCurrent(own));
   ASSERT_CU(CUDA_SUCCESS, cu.CtxDestroy(own));
   ASSERT_CU(CUDA_SUCCESS, cu.CtxGetCurrent(&current));
-  EXPECT_EQ(current, nullptr);
+  EXPECT_EQ(current, nullptr);  // SetCurrent replaced the top: none below.
   EXPECT_CU(CUDA_ERROR_CONTEXT_IS_DESTROYED, cu.CtxSetCurrent(own));
   EXPECT_CU(CUDA_ERROR_CONTEXT_IS_DESTROYED, cu.CtxDestroy(own));
   ASSERT_CU(CUDA_SUCCESS, cu.CtxSetCurrent(ctx_));

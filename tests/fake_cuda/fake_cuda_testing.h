@@ -73,6 +73,7 @@ namespace fakecuda_test {
   X(FuncGetAttribute, cuFuncGetAttribute)                   \
   X(CtxCreate, cuCtxCreate)                                 \
   X(CtxDestroy, cuCtxDestroy)                               \
+  X(CtxPopCurrent, cuCtxPopCurrent)                         \
   X(DeviceGetDevResource, cuDeviceGetDevResource)           \
   X(DevSmResourceSplitByCount, cuDevSmResourceSplitByCount) \
   X(DevResourceGenerateDesc, cuDevResourceGenerateDesc)     \

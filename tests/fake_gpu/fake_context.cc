@@ -45,8 +45,20 @@ Contexts& contexts() {
   return *c;
 }
 
-// The calling thread's current context handle (CtxSetCurrent), or 0.
+// The calling thread's current context handle (CtxSetCurrent), or 0: the
+// top of its context stack; the contexts below it, bottom first.
 thread_local uintptr_t t_current = 0;
+thread_local std::vector<uintptr_t> t_below;
+
+// Pops the calling thread's current context: the one below becomes
+// current.
+void PopCurrent() {
+  t_current = 0;
+  if (!t_below.empty()) {
+    t_current = t_below.back();
+    t_below.pop_back();
+  }
+}
 
 // Looks up a context handle: Result::kContextIsDestroyed for one that
 // was destroyed, Result::kInvalidContext for anything else unknown.
@@ -265,8 +277,17 @@ Result CtxCreate(ContextHandle* pctx, unsigned int flags, int dev) {
     std::lock_guard<std::mutex> lock(c.mu);
     c.live.emplace(handle, std::move(ctx));
   }
+  if (t_current != 0) t_below.push_back(t_current);
   t_current = handle;
   *pctx = ToHandle<ContextHandle>(handle);
+  return Result::kSuccess;
+}
+
+Result CtxPopCurrent(ContextHandle* pctx) {
+  if (Result r = CheckInit(); r != Result::kSuccess) return r;
+  if (t_current == 0) return Result::kInvalidContext;
+  if (pctx != nullptr) *pctx = ToHandle<ContextHandle>(t_current);
+  PopCurrent();
   return Result::kSuccess;
 }
 
@@ -290,7 +311,8 @@ Result CtxDestroy(ContextHandle handle) {
     c.live.erase(it);
     c.destroyed.insert(HandleValue(handle));
   }
-  if (t_current == HandleValue(handle)) t_current = 0;
+  std::erase(t_below, HandleValue(handle));
+  if (t_current == HandleValue(handle)) PopCurrent();
   ctx->Destroy();
   return Result::kSuccess;
 }

@@ -150,10 +150,13 @@ Result ContextSynchronize(ContextHandle handle);
 // 0 (least) .. -5 (greatest).
 Result CtxGetStreamPriorityRange(int* least, int* greatest);
 // A context of the caller's own on `dev` (flags 0), with its own address
-// space, streams and sticky error; made current on the calling thread, as
-// the driver does. CtxDestroy destroys everything of it (if it is current
-// on the calling thread, the thread has none after).
+// space, streams and sticky error; pushed onto the calling thread's
+// context stack (current), as the driver does. CtxPopCurrent pops the
+// current context (the one below becomes current). CtxDestroy destroys
+// everything of it; if it is current on the calling thread it is popped.
+// CtxSetCurrent replaces the top of the stack.
 Result CtxCreate(ContextHandle* pctx, unsigned int flags, int dev);
+Result CtxPopCurrent(ContextHandle* pctx);
 Result CtxDestroy(ContextHandle ctx);
 
 // SM resources and green contexts (fake_green.cc). A resource is a set of

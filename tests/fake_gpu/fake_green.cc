@@ -28,6 +28,10 @@ struct Green {
   int device;
   unsigned sms;
   std::shared_ptr<Context> primary;  // retained: released by destroy
+  // Held by a call on the green context: the vendor does not synchronize
+  // calls on one green context from several threads, so two at once are
+  // Misuse().
+  std::mutex in_call;
 };
 
 // Never destroyed (workers may outlive static destructors). The vendor has
@@ -147,7 +151,10 @@ Result GreenCtxCreate(GreenCtxHandle* green, ResourceDescHandle desc, int dev,
   if (found.device != dev) return Result::kInvalidDevice;
   std::shared_ptr<Context> primary = RetainPrimary(dev);
   if (primary == nullptr) return Result::kInvalidDevice;
-  auto made = std::make_shared<Green>(Green{dev, found.sms, primary});
+  auto made = std::make_shared<Green>();
+  made->device = dev;
+  made->sms = found.sms;
+  made->primary = primary;
   const uintptr_t handle = NewHandle();
   Tables& t = tables();
   std::lock_guard<std::mutex> lock(t.mu);
@@ -186,6 +193,11 @@ Result GreenCtxStreamCreate(StreamHandle* stream, GreenCtxHandle green,
     auto it = t.greens.find(HandleValue(green));
     if (it == t.greens.end()) return Result::kInvalidContext;
     found = it->second;
+  }
+  std::unique_lock<std::mutex> in_call(found->in_call, std::try_to_lock);
+  if (!in_call.owns_lock()) {
+    Misuse("two threads called into one green context at once (cuda.h: "
+           "no internal synchronization makes that work)");
   }
   if (Result r = CheckUsable(*found->primary); r != Result::kSuccess) {
     return r;

@@ -167,6 +167,16 @@ absl::StatusOr<GpuContextHandle> CudaAdapter::ContextCreate(int ordinal) const {
       !s.ok()) {
     return s;
   }
+  // cuCtxCreate pushed it onto this thread's context stack: pop it, so
+  // that stacks do not grow with each tenant (callers set contexts
+  // current themselves).
+  CUcontext popped = nullptr;
+  if (absl::Status s = ToStatus(driver_->cuCtxPopCurrent(&popped),
+                                "cuCtxPopCurrent", driver_.get());
+      !s.ok()) {
+    driver_->cuCtxDestroy(context);
+    return s;
+  }
   return reinterpret_cast<GpuContextHandle>(context);
 }
 
@@ -197,12 +207,24 @@ absl::StatusOr<GpuSmLayout> CudaAdapter::SmLayout(int ordinal) const {
   }
   const uint32_t alignment = std::max(1u, sms.sm.smCoscheduledAlignment);
   const uint32_t minimum = std::max(sms.sm.minSmPartitionSize, alignment);
-  return GpuSmLayout{
+  GpuSmLayout layout{
       .sm_count = sms.sm.smCount,
       .group_sms = (minimum + alignment - 1) / alignment * alignment};
+  // The driver may make fewer groups than the count divides into (cluster
+  // and alignment rules): ask it.
+  unsigned groups = 0;
+  if (absl::Status s =
+          ToStatus(driver_->cuDevSmResourceSplitByCount(
+                       nullptr, &groups, &sms, nullptr, 0, layout.group_sms),
+                   "cuDevSmResourceSplitByCount", driver_.get());
+      !s.ok()) {
+    return s;
+  }
+  layout.groups = groups;
+  return layout;
 }
 
-absl::StatusOr<std::vector<GpuGreenHandle>> CudaAdapter::GreenContextsCreate(
+absl::StatusOr<std::vector<GpuGreenContext>> CudaAdapter::GreenContextsCreate(
     int ordinal, uint32_t group_sms,
     const std::vector<uint32_t>& groups) const {
   const CudaDriver& d = *driver_;
@@ -238,12 +260,16 @@ absl::StatusOr<std::vector<GpuGreenHandle>> CudaAdapter::GreenContextsCreate(
         "CUDA device ", ordinal, " splits its ", sms.sm.smCount,
         " SMs into only ", made, " groups of ", group_sms, ", not ", wanted));
   }
-  std::vector<GpuGreenHandle> greens;
+  std::vector<GpuGreenContext> greens;
   auto undo = [&] {
-    for (GpuGreenHandle g : greens) d.cuGreenCtxDestroy(Cu(g));
+    for (const GpuGreenContext& g : greens) d.cuGreenCtxDestroy(Cu(g.handle));
   };
   uint32_t next = 0;
   for (uint32_t n : groups) {
+    uint32_t sms_given = 0;
+    for (uint32_t i = next; i < next + n; ++i) {
+      sms_given += split[i].sm.smCount;
+    }
     CUdevResourceDesc desc = nullptr;
     CUgreenCtx green = nullptr;
     absl::Status s =
@@ -258,7 +284,7 @@ absl::StatusOr<std::vector<GpuGreenHandle>> CudaAdapter::GreenContextsCreate(
       undo();
       return s;
     }
-    greens.push_back(reinterpret_cast<GpuGreenHandle>(green));
+    greens.push_back({reinterpret_cast<GpuGreenHandle>(green), sms_given});
     next += n;
   }
   return greens;

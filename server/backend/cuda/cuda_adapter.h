@@ -35,7 +35,7 @@ class CudaAdapter : public GpuDriver {
   absl::StatusOr<GpuContextHandle> ContextCreate(int ordinal) const override;
   absl::Status ContextDestroy(GpuContextHandle context) const override;
   absl::StatusOr<GpuSmLayout> SmLayout(int ordinal) const override;
-  absl::StatusOr<std::vector<GpuGreenHandle>> GreenContextsCreate(
+  absl::StatusOr<std::vector<GpuGreenContext>> GreenContextsCreate(
       int ordinal, uint32_t group_sms,
       const std::vector<uint32_t>& groups) const override;
   absl::Status GreenContextDestroy(GpuGreenHandle green) const override;

@@ -67,6 +67,7 @@ struct CudaDriver {
   X(cuFuncSetAttribute) \
   X(cuCtxCreate) \
   X(cuCtxDestroy) \
+  X(cuCtxPopCurrent) \
   X(cuDeviceGetDevResource) \
   X(cuDevSmResourceSplitByCount) \
   X(cuDevResourceGenerateDesc) \

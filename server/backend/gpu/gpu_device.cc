@@ -267,10 +267,10 @@ void GpuDevice::Fail(absl::Status status) {
   {
     absl::MutexLock lock(&mu_);
     if (failed_.exchange(true)) return;  // Reported once per failure.
-    failure_ = absl::AbortedError(absl::StrCat(
-        traits().display_name, " device ", ordinal_,
-        own_context_ ? " (a tenant's context)" : "", " failed: ",
-        status.message()));
+    failure_ = absl::AbortedError(
+        absl::StrCat(traits().display_name, " device ", ordinal_,
+                     own_context_ ? " (a tenant's context)" : "",
+                     " failed: ", status.message()));
     status = failure_;
     for (auto& weak : tracked_) {
       if (auto core = weak.lock()) queues.push_back(std::move(core));
@@ -504,9 +504,9 @@ absl::StatusOr<std::shared_ptr<Queue>> GpuDevice::CreateQueue(
         .store(0, std::memory_order_release);
   }
   // On the partition's SMs (its green context's stream) if it has one.
-  const GpuSmPartition* partition = nullptr;
+  GpuSmPartition* partition = nullptr;
   if (options.partition != nullptr) {
-    partition = dynamic_cast<const GpuSmPartition*>(options.partition.get());
+    partition = dynamic_cast<GpuSmPartition*>(options.partition.get());
     if (partition == nullptr || partition->device() != this ||
         partition->epoch() != epoch()) {
       if (progress.host != nullptr) slots_.Put(progress);
@@ -516,9 +516,8 @@ absl::StatusOr<std::shared_ptr<Queue>> GpuDevice::CreateQueue(
     }
   }
   absl::StatusOr<GpuStreamHandle> stream =
-      partition != nullptr
-          ? driver_->GreenStreamCreate(partition->green(), priority)
-          : driver_->StreamCreate(priority);
+      partition != nullptr ? partition->CreateStream(priority)
+                           : driver_->StreamCreate(priority);
   if (!stream.ok()) {
     if (progress.host != nullptr) slots_.Put(progress);
     return Check(stream.status());
@@ -593,27 +592,26 @@ GpuDevice::PartitionSms(const std::vector<uint32_t>& weights) {
   if (absl::Status s = MakeCurrent(); !s.ok()) return s;
   absl::StatusOr<GpuSmLayout> layout = driver_->SmLayout(ordinal_);
   if (!layout.ok()) return layout.status();
-  if (layout->group_sms == 0 || layout->sm_count < layout->group_sms) {
+  if (layout->group_sms == 0 || layout->groups == 0) {
     return absl::FailedPreconditionError(
         absl::StrCat(traits().display_name, " device ", ordinal_, " has ",
                      layout->sm_count, " SMs: too few to partition"));
   }
-  const uint32_t available = layout->sm_count / layout->group_sms;
   absl::StatusOr<std::vector<uint32_t>> groups =
-      SizeSmPartitions(weights, available);
+      SizeSmPartitions(weights, layout->groups);
   if (!groups.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat(traits().display_name, " device ", ordinal_, " (",
                      layout->sm_count, " SMs in groups of ", layout->group_sms,
                      "): ", groups.status().message()));
   }
-  absl::StatusOr<std::vector<GpuGreenHandle>> greens =
+  absl::StatusOr<std::vector<GpuGreenContext>> greens =
       driver_->GreenContextsCreate(ordinal_, layout->group_sms, *groups);
   if (!greens.ok()) return Check(greens.status());
   std::vector<std::shared_ptr<SmPartition>> partitions;
-  for (size_t i = 0; i < greens->size(); ++i) {
+  for (const GpuGreenContext& green : *greens) {
     partitions.push_back(std::make_shared<GpuSmPartition>(
-        this, epoch(), (*greens)[i], (*groups)[i] * layout->group_sms));
+        this, epoch(), green.handle, green.sm_count));
   }
   return partitions;
 }

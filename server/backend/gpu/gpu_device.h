@@ -123,7 +123,9 @@ class GpuDevice : public Device {
   // thread and context epoch).
   absl::Status MakeCurrent();
   uint64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
-  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  bool failed() const override {
+    return failed_.load(std::memory_order_acquire);
+  }
   // The ABORTED status the device last failed with (OK if it never did).
   // Kept after a recovery, so that a caller that saw failed() race with
   // Recover() still gets the reason, never OK.

@@ -64,12 +64,21 @@ struct GpuDeviceProperties {
   bool memory_pools = false;
 };
 
-// How a device's SMs partition (green contexts): `sm_count` SMs, in
-// groups of `group_sms` (the device's minimum partition, rounded up to its
-// alignment: 8 on Hopper).
+// How a device's SMs partition (green contexts): `sm_count` SMs, split
+// into `groups` groups of `group_sms` (the device's minimum partition,
+// rounded up to its alignment: 8 on Hopper), as the driver says it would
+// split them.
 struct GpuSmLayout {
   uint32_t sm_count = 0;
   uint32_t group_sms = 0;
+  uint32_t groups = 0;
+};
+
+// A green context made by GreenContextsCreate, and its SMs as the driver
+// gave them.
+struct GpuGreenContext {
+  GpuGreenHandle handle = nullptr;
+  uint32_t sm_count = 0;
 };
 
 // A kernel's own limits, as the driver reports them.
@@ -132,12 +141,15 @@ class GpuDriver {
   // One green context per entry of `groups`, holding that many groups of
   // `group_sms` SMs, all from one split of the device's SMs (so that they
   // are disjoint). FAILED_PRECONDITION if the device makes fewer groups.
-  virtual absl::StatusOr<std::vector<GpuGreenHandle>> GreenContextsCreate(
+  virtual absl::StatusOr<std::vector<GpuGreenContext>> GreenContextsCreate(
       int ordinal, uint32_t group_sms,
       const std::vector<uint32_t>& groups) const = 0;
+  // Destroys a green context (and releases the primary context it
+  // retained); its streams must be gone.
   virtual absl::Status GreenContextDestroy(GpuGreenHandle green) const = 0;
   // A stream of `green`, like StreamCreate's (whatever context is
-  // current).
+  // current). Calls on one green context must not overlap (the vendor
+  // does not synchronize them): GpuSmPartition serializes them.
   virtual absl::StatusOr<GpuStreamHandle> GreenStreamCreate(
       GpuGreenHandle green, int priority) const = 0;
 

@@ -38,9 +38,18 @@ absl::StatusOr<std::vector<uint32_t>> SizeSmPartitions(
 
 GpuSmPartition::~GpuSmPartition() {
   const GpuDriver* driver = &device_->driver();
-  device_->Release(epoch_, [driver, green = green_] {
+  device_->cleanup().Post([driver, green = green_] {
     driver->GreenContextDestroy(green).IgnoreError();
   });
+}
+
+bool GpuSmPartition::valid() const {
+  return epoch_ == device_->epoch() && !device_->failed();
+}
+
+absl::StatusOr<GpuStreamHandle> GpuSmPartition::CreateStream(int priority) {
+  absl::MutexLock lock(&mu_);
+  return device_->driver().GreenStreamCreate(green_, priority);
 }
 
 }  // namespace gpustream::backend

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "server/backend/device.h"
 #include "server/backend/gpu/gpu_driver.h"
 
@@ -15,17 +16,18 @@ class GpuDevice;
 
 // How many of `available` equal groups of SMs each weight gets: its exact
 // share rounded down, at least one. Groups left over stay idle, so that
-// the shares hold as weighted (2:1 weights get 2:1 SMs). FAILED_PRECONDITION
-// naming the counts when there are more weights than groups; weights must
-// be positive.
+// the shares hold as weighted (2:1 weights get 2:1 SMs where the groups
+// divide so). FAILED_PRECONDITION naming the counts when there are more
+// weights than groups; weights must be positive.
 absl::StatusOr<std::vector<uint32_t>> SizeSmPartitions(
     const std::vector<uint32_t>& weights, uint32_t available);
 
-// One green context of a device. Its streams are created through the
-// device (GpuDevice::CreateQueue); the green context is destroyed on the
-// device's cleanup thread when the last reference goes (queues hold one
-// until their stream is destroyed), unless its context epoch is gone.
-// Immutable: thread-safe.
+// One green context of a device, made in the primary context's `epoch`.
+// GpuDevice::CreateQueue makes its streams (CreateStream); the green
+// context is destroyed on the device's cleanup thread when the last
+// reference goes (queues hold one until their stream is destroyed), also
+// after a reset: it is a handle of its own, which retained the primary
+// context, and only its destruction releases that. Thread-safe.
 class GpuSmPartition : public SmPartition {
  public:
   GpuSmPartition(GpuDevice* device, uint64_t epoch, GpuGreenHandle green,
@@ -34,15 +36,20 @@ class GpuSmPartition : public SmPartition {
   ~GpuSmPartition() override;
 
   uint32_t sm_count() const override { return sm_count_; }
+  bool valid() const override;
   const GpuDevice* device() const { return device_; }
   uint64_t epoch() const { return epoch_; }
-  GpuGreenHandle green() const { return green_; }
+
+  // A stream on the partition's SMs. Serialized: the vendor does not
+  // synchronize calls on one green context.
+  absl::StatusOr<GpuStreamHandle> CreateStream(int priority);
 
  private:
   GpuDevice* const device_;
   const uint64_t epoch_;
   const GpuGreenHandle green_;
   const uint32_t sm_count_;
+  absl::Mutex mu_;  // Held around calls on green_.
 };
 
 }  // namespace gpustream::backend

@@ -189,7 +189,7 @@ absl::StatusOr<GpuSmLayout> HipAdapter::SmLayout(int) const {
       "per stream and not guaranteed)");
 }
 
-absl::StatusOr<std::vector<GpuGreenHandle>> HipAdapter::GreenContextsCreate(
+absl::StatusOr<std::vector<GpuGreenContext>> HipAdapter::GreenContextsCreate(
     int, uint32_t, const std::vector<uint32_t>&) const {
   return absl::UnimplementedError("HIP has no green contexts");
 }
