@@ -70,12 +70,19 @@ absl::StatusOr<std::unique_ptr<DeviceSharing>> DeviceSharing::Create(
       }
       break;
     }
-    case v1::GPU_SHARING_SM_PARTITIONS:
-      if (absl::Status s = sharing->Repartition(weights); !s.ok()) {
-        return absl::Status(
-            s.code(), absl::StrCat("gpu_sharing SM_PARTITIONS: ", s.message()));
+    case v1::GPU_SHARING_SM_PARTITIONS: {
+      auto made = sharing->Split(weights);
+      if (!made.ok()) {
+        return absl::Status(made.status().code(),
+                            absl::StrCat("gpu_sharing SM_PARTITIONS: ",
+                                         made.status().message()));
       }
+      absl::MutexLock split(&sharing->split_mu_);
+      sharing->split_weights_ = weights;
+      absl::MutexLock lock(&sharing->mu_);
+      sharing->partitions_ = *std::move(made);
       break;
+    }
     default:
       break;
   }
@@ -136,25 +143,12 @@ absl::StatusOr<Placement> DeviceSharing::Place(const std::string& tenant) {
 absl::StatusOr<Placement> DeviceSharing::PlaceOnPartition(
     const std::string& tenant) {
   Placement placement{device_, modules_, nullptr, nullptr};
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = partitions_.find(tenant);
-    if (it != partitions_.end() && it->second->valid()) {
-      placement.partition = it->second;
-      return placement;
-    }
-  }
-  // The device was reset since the split (or the tenant has none): split
-  // again for the weights of the last split.
-  TenantWeights weights;
-  {
-    absl::MutexLock lock(&split_mu_);
-    weights = split_weights_;
-  }
-  if (absl::Status s = Repartition(weights); !s.ok()) {
+  // The device was reset or failed since the split: split again (for the
+  // weights served) before handing out a partition.
+  if (absl::Status s = RefreshIfStale(); !s.ok()) {
     return absl::UnavailableError(absl::StrCat(
         "the SM partitions of this device are being made again (after a "
-        "reset) and could not be: ",
+        "reset) and could not be yet: ",
         s.message()));
   }
   absl::MutexLock lock(&mu_);
@@ -231,17 +225,9 @@ void DeviceSharing::OnContextFailure(TenantContext* context,
   if (on_failure_) on_failure_(context->device.get(), failure);
 }
 
-absl::Status DeviceSharing::Repartition(const TenantWeights& weights) {
-  if (mode_ != v1::GPU_SHARING_SM_PARTITIONS) return absl::OkStatus();
-  absl::MutexLock split(&split_mu_);
-  {
-    absl::MutexLock lock(&mu_);
-    bool valid = !partitions_.empty();
-    for (const auto& [tenant, partition] : partitions_) {
-      valid = valid && partition->valid();
-    }
-    if (valid && weights == split_weights_) return absl::OkStatus();
-  }
+absl::StatusOr<
+    absl::flat_hash_map<std::string, std::shared_ptr<backend::SmPartition>>>
+DeviceSharing::Split(const TenantWeights& weights) {
   absl::StatusOr<std::vector<std::shared_ptr<backend::SmPartition>>> made =
       device_->PartitionSms(Weights(weights));
   if (!made.ok()) return made.status();
@@ -254,9 +240,52 @@ absl::Status DeviceSharing::Repartition(const TenantWeights& weights) {
         .Num("sms", (*made)[i]->sm_count());
     partitions.emplace(weights[i].first, (*made)[i]);
   }
-  split_weights_ = weights;
+  return partitions;
+}
+
+absl::StatusOr<DeviceSharing::PendingSplit> DeviceSharing::PrepareSplit(
+    const TenantWeights& weights) {
+  PendingSplit split{false, weights, {}};
+  if (mode_ != v1::GPU_SHARING_SM_PARTITIONS) return split;
+  {
+    absl::MutexLock lock(&split_mu_);
+    if (weights == split_weights_) return split;
+  }
+  split.changed = true;
+  auto made = Split(weights);
+  if (made.ok()) {
+    split.partitions = *std::move(made);
+  } else if (made.status().code() == absl::StatusCode::kFailedPrecondition) {
+    return made.status();  // The tenants do not fit.
+  }
+  // Else the device failed or is resetting: the next session splits.
+  return split;
+}
+
+void DeviceSharing::CommitSplit(PendingSplit split) {
+  if (!split.changed) return;
+  absl::MutexLock lock(&split_mu_);
+  split_weights_ = std::move(split.weights);
+  absl::MutexLock swap(&mu_);
+  // Empty (deferred): RefreshIfStale splits on the next session.
+  partitions_.swap(split.partitions);
+}
+
+absl::Status DeviceSharing::RefreshIfStale() {
+  if (mode_ != v1::GPU_SHARING_SM_PARTITIONS) return absl::OkStatus();
+  absl::MutexLock split(&split_mu_);
+  {
+    absl::MutexLock lock(&mu_);
+    bool valid = !partitions_.empty();
+    for (const auto& [tenant, partition] : partitions_) {
+      valid = valid && partition->valid();
+    }
+    if (valid) return absl::OkStatus();
+  }
+  auto made = Split(split_weights_);
+  if (!made.ok()) return made.status();
   absl::MutexLock lock(&mu_);
-  partitions_.swap(partitions);
+  partitions_.swap(*made);
   return absl::OkStatus();
 }
 

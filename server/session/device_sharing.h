@@ -72,12 +72,26 @@ class DeviceSharing {
   // (the local operator).
   absl::StatusOr<Placement> Place(const std::string& tenant);
 
-  // SM_PARTITIONS: splits the SMs again for `weights` (SIGHUP, a device
-  // that was reset) unless the current split is for the same weights and
-  // still valid; sessions opened from now on get the new partitions, older
-  // ones keep theirs. The old split stays if this fails. OK and nothing
-  // done in the other modes. Serialized.
-  absl::Status Repartition(const TenantWeights& weights);
+  // SM_PARTITIONS, a SIGHUP's new weights in two steps, so that a reload
+  // refused elsewhere changes nothing: PrepareSplit makes the partitions
+  // (FAILED_PRECONDITION when the tenants do not fit the device's groups:
+  // refuse the reload; any other failure, a device failed or resetting,
+  // defers the split to the next session), CommitSplit serves them to
+  // sessions opened from then on (open ones keep theirs). Both do nothing
+  // in the other modes, and nothing when the weights are those served.
+  struct PendingSplit {
+    bool changed = false;
+    TenantWeights weights;
+    // Empty when the split is deferred.
+    absl::flat_hash_map<std::string, std::shared_ptr<backend::SmPartition>>
+        partitions;
+  };
+  absl::StatusOr<PendingSplit> PrepareSplit(const TenantWeights& weights);
+  void CommitSplit(PendingSplit split);
+  // SM_PARTITIONS: splits again, for the weights served, if the device was
+  // reset or failed since the split (or a split was deferred). Serialized
+  // with CommitSplit: it never serves older weights after newer ones.
+  absl::Status RefreshIfStale();
 
   // For GetStats: "shared_context", "context_per_tenant", "sm_partitions"
   // or "weighted_fair_queuing"; the tenant's SMs (0 without partitions);
@@ -92,6 +106,10 @@ class DeviceSharing {
   DeviceSharing(v1::GpuSharing mode, backend::Device* device,
                 const modules::ModuleRegistry* modules,
                 std::vector<std::string> module_folders);
+  // Splits the SMs for `weights` (SM_PARTITIONS).
+  absl::StatusOr<
+      absl::flat_hash_map<std::string, std::shared_ptr<backend::SmPartition>>>
+  Split(const TenantWeights& weights);
   // Place() under SM_PARTITIONS.
   absl::StatusOr<Placement> PlaceOnPartition(const std::string& tenant);
   // A new context of `tenant`'s, its modules loaded.

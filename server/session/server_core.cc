@@ -137,8 +137,7 @@ void ServerCore::OnDeviceFailure(uint32_t device_id,
     if (recovered.ok()) {
       // The old split belongs to the context that was reset (a session
       // opened before this would split again itself).
-      if (absl::Status s = sharing_[device_id]->Repartition(Weights());
-          !s.ok()) {
+      if (absl::Status s = sharing_[device_id]->RefreshIfStale(); !s.ok()) {
         log::Error("sm_partition_failed").Num("device", device_id).Status(s);
       }
       log::Info("device_recovered").Num("device", device_id);
@@ -278,31 +277,28 @@ absl::Status ServerCore::KeepAlive(const Principal& who,
 absl::Status ServerCore::ReloadTenants(const v1::ServerConfig& config) {
   // New weights or tenants get a new split first (SM_PARTITIONS): a config
   // whose tenants do not fit the SMs is refused, as it is at start, and the
-  // old tenants and split stay.
-  const TenantWeights before = Weights();
+  // old tenants and split stay. The split is served only once the tenants
+  // are reloaded.
   TenantWeights after;
   for (const v1::Tenant& t : config.tenants()) {
     after.emplace_back(t.name(), std::max<uint32_t>(t.weight(), 1));
   }
   if (after.empty()) after.emplace_back("default", 1);
   absl::c_sort(after);
-  auto restore = [&](size_t devices) {
-    for (size_t i = 0; i < devices; ++i) {
-      sharing_[i]->Repartition(before).IgnoreError();
-    }
-  };
+  std::vector<DeviceSharing::PendingSplit> splits;
   for (size_t i = 0; i < sharing_.size(); ++i) {
-    if (absl::Status s = sharing_[i]->Repartition(after); !s.ok()) {
-      restore(i);
-      return absl::Status(
-          s.code(), absl::StrCat("gpu_sharing SM_PARTITIONS: device ", i, ": ",
-                                 s.message()));
+    auto split = sharing_[i]->PrepareSplit(after);
+    if (!split.ok()) {
+      return absl::Status(split.status().code(),
+                          absl::StrCat("gpu_sharing SM_PARTITIONS: device ", i,
+                                       ": ", split.status().message()));
     }
+    splits.push_back(*std::move(split));
   }
   auto removed = tenants_->Reload(config);
-  if (!removed.ok()) {
-    restore(sharing_.size());
-    return removed.status();
+  if (!removed.ok()) return removed.status();
+  for (size_t i = 0; i < sharing_.size(); ++i) {
+    sharing_[i]->CommitSplit(std::move(splits[i]));
   }
   for (const std::string& tenant : *removed) sessions_->EndTenant(tenant);
   if (config.gpu_sharing() != sharing_mode_) {

@@ -83,7 +83,10 @@ absl::Status SessionManager::CheckFairShare(const tenants::Tenant& tenant) {
   });
   if (!shared) return absl::OkStatus();
   const uint64_t mine = tenant.sessions();
-  if (mine < share(tenant) || sessions_.size() + 1 + held_for_others <= max) {
+  // Opens in progress count as sessions (other tenants' are in their
+  // sessions() already, which lowered held_for_others).
+  if (mine < share(tenant) ||
+      sessions_.size() + opening_ + 1 + held_for_others <= max) {
     return absl::OkStatus();
   }
   // Says nothing of other tenants' counts.

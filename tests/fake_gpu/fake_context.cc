@@ -311,7 +311,8 @@ Result CtxDestroy(ContextHandle handle) {
     c.live.erase(it);
     c.destroyed.insert(HandleValue(handle));
   }
-  std::erase(t_below, HandleValue(handle));
+  // Popped if current; lower on the stack it stays, dead, as in CUDA (a
+  // later pop makes a destroyed context current: calls then fail).
   if (t_current == HandleValue(handle)) PopCurrent();
   ctx->Destroy();
   return Result::kSuccess;
@@ -338,7 +339,12 @@ Result CtxSetCurrent(ContextHandle handle) {
       return r;
     }
   }
-  t_current = HandleValue(handle);
+  // cuda.h: replaces the top of the thread's context stack; NULL pops it.
+  if (handle == nullptr) {
+    PopCurrent();
+  } else {
+    t_current = HandleValue(handle);
+  }
   return Result::kSuccess;
 }
 

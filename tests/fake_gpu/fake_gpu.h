@@ -154,7 +154,7 @@ Result CtxGetStreamPriorityRange(int* least, int* greatest);
 // context stack (current), as the driver does. CtxPopCurrent pops the
 // current context (the one below becomes current). CtxDestroy destroys
 // everything of it; if it is current on the calling thread it is popped.
-// CtxSetCurrent replaces the top of the stack.
+// CtxSetCurrent replaces the top of the stack (NULL pops it).
 Result CtxCreate(ContextHandle* pctx, unsigned int flags, int dev);
 Result CtxPopCurrent(ContextHandle* pctx);
 Result CtxDestroy(ContextHandle ctx);

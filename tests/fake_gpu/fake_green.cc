@@ -196,8 +196,9 @@ Result GreenCtxStreamCreate(StreamHandle* stream, GreenCtxHandle green,
   }
   std::unique_lock<std::mutex> in_call(found->in_call, std::try_to_lock);
   if (!in_call.owns_lock()) {
-    Misuse("two threads called into one green context at once (cuda.h: "
-           "no internal synchronization makes that work)");
+    Misuse(
+        "two threads called into one green context at once (cuda.h: "
+        "no internal synchronization makes that work)");
   }
   if (Result r = CheckUsable(*found->primary); r != Result::kSuccess) {
     return r;

@@ -113,12 +113,15 @@ bool Stream::Done(uint64_t ticket) const {
   return completed_ >= ticket;
 }
 
-void Stream::Retire() {
+bool Stream::Retire() {
+  bool drained;
   {
     std::lock_guard<std::mutex> lock(mu_);
     retired_ = true;
+    drained = queue_.empty();
   }
   cv_.notify_all();
+  return drained;
 }
 
 bool Stream::exited() const {
@@ -288,7 +291,9 @@ Result StreamDestroy(StreamHandle handle) {
   }
   std::shared_ptr<Stream> stream = Streams().Remove(HandleValue(handle));
   if (stream == nullptr) return Result::kInvalidHandle;
-  stream->Retire();
+  // An idle stream's worker exits at once: join it now rather than leave a
+  // finished thread for a later stream creation to reap.
+  if (stream->Retire()) stream->Join();
   stream->ctx().ReapStreams();
   return Result::kSuccess;
 }

@@ -85,7 +85,8 @@ class Stream {
 
   // StreamDestroy: refuses new work; the worker exits once it has
   // drained the queue (as CUDA releases a stream when its work is done).
-  void Retire();
+  // Whether the queue was empty (the worker exits at once).
+  bool Retire();
   // Whether the worker thread has exited (after Retire or Stop).
   bool exited() const;
   // Drops pending work and makes the worker exit as soon as the running

@@ -104,7 +104,7 @@ TEST_F(CudaSharingFakeTest, APartitionOfAnotherDeviceOrEpochIsRefused) {
   QueueOptions options;
   options.partition = split->front();
   auto refused = (*other)->CreateQueue(std::move(options));
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_TRUE(absl::StrContains(refused.status().message(), "SM partition"))
       << refused.status();
 }

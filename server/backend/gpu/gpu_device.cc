@@ -510,9 +510,11 @@ absl::StatusOr<std::shared_ptr<Queue>> GpuDevice::CreateQueue(
     if (partition == nullptr || partition->device() != this ||
         partition->epoch() != epoch()) {
       if (progress.host != nullptr) slots_.Put(progress);
-      return absl::FailedPreconditionError(
-          absl::StrCat("the SM partition is not one of ", traits().display_name,
-                       " device ", ordinal_, "'s current context"));
+      // A reset came between the placement and this: retry (a new
+      // session splits again).
+      return absl::UnavailableError(absl::StrCat(
+          "the SM partition is not one of ", traits().display_name, " device ",
+          ordinal_, "'s current context (it was reset): open a new session"));
     }
   }
   absl::StatusOr<GpuStreamHandle> stream =
