@@ -191,8 +191,6 @@ Result GreenCtxDestroy(GreenCtxHandle green);
 // kStreamNonBlocking.
 Result GreenCtxStreamCreate(StreamHandle* stream, GreenCtxHandle green,
                             unsigned int flags, int priority);
-// The SMs a stream's kernels run on (its green context's, or the device's).
-Result StreamGetSmCount(StreamHandle stream, unsigned* sms);
 
 // Streams.
 Result StreamCreateWithPriority(StreamHandle* stream, unsigned int flags,

@@ -274,14 +274,6 @@ Result AddStream(std::shared_ptr<Context> ctx, unsigned flags, int priority,
   return Result::kSuccess;
 }
 
-Result StreamGetSmCount(StreamHandle handle, unsigned* sms) {
-  std::shared_ptr<Stream> stream;
-  if (Result r = FindStream(handle, &stream); r != Result::kSuccess) return r;
-  if (sms == nullptr) return Result::kInvalidValue;
-  *sms = stream->sms();
-  return Result::kSuccess;
-}
-
 // Returns at once; the stream finishes its queued work, then goes away.
 Result StreamDestroy(StreamHandle handle) {
   std::shared_ptr<Context> current;

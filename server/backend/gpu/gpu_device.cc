@@ -581,9 +581,8 @@ absl::StatusOr<std::unique_ptr<Device>> GpuDevice::CreateContext() {
   absl::StatusOr<std::unique_ptr<GpuDevice>> made =
       Create(driver_, ordinal_, samples_, /*own_context=*/true);
   if (!made.ok()) return made.status();
-  // The creating thread had the new context made current by the driver;
-  // its cache must not think this device's context still is.
-  current_context = nullptr;
+  // The adapter popped the context cuCtxCreate pushed; MakeCurrent's cache
+  // is keyed by device instance, so the new device sets its own context.
   return std::unique_ptr<Device>(*std::move(made));
 }
 
