@@ -182,7 +182,7 @@ Native::~Native() {
 
 absl::StatusOr<double> Native::NoopLaunchRate(int n) {
   auto launch = [&] {
-    return d_->LaunchKernel(noop_, {1, 1, 1}, {1, 1, 1}, 0, stream_, nullptr);
+    return d_->LaunchKernel(noop_, backend::LaunchConfig{}, stream_, nullptr);
   };
   for (int i = 0; i < 1000; ++i) {  // Warm-up, outside the timing.
     if (absl::Status s = launch(); !s.ok()) return s;
@@ -249,7 +249,7 @@ absl::StatusOr<std::vector<double>> Native::FlagGatedStartUs(int rounds) {
     if (absl::Now() >= deadline) break;
     absl::Status s = direct_.wait_value_eq(stream_, *go, r);
     if (s.ok()) {
-      s = d_->LaunchKernel(add_u64_, {1, 1, 1}, {1, 1, 1}, 0, stream_,
+      s = d_->LaunchKernel(add_u64_, backend::LaunchConfig{}, stream_,
                            add_args);
     }
     // Ordered after the kernel's writes.

@@ -69,6 +69,24 @@ struct Dim3 {
   uint32_t x = 1, y = 1, z = 1;
 };
 
+// How a launch runs, beyond its grid and block (as Mojo's enqueue_function:
+// cluster_dim, shared_mem_bytes, launch attributes). Members in this order,
+// so designated initializers read {.cluster = {2}, .cooperative = true,
+// .shared_memory_bytes = 64 << 10}.
+struct LaunchOptions {
+  // Thread block clusters: all zero (the default) = none; {2} is a cluster
+  // of 2 blocks along x. Every grid dimension must be a multiple of the
+  // cluster's (INVALID_ARGUMENT) and its volume at most the device's
+  // max_cluster_size and the kernel's limit (OUT_OF_RANGE); UNIMPLEMENTED
+  // on a device without clusters.
+  Dim3 cluster{0, 0, 0};
+  // Every block co-resident, so blocks may synchronize grid-wide; a grid
+  // larger than the device holds resident is OUT_OF_RANGE.
+  bool cooperative = false;
+  // Dynamic shared memory per block, up to the kernel's opt-in limit.
+  uint32_t shared_memory_bytes = 0;
+};
+
 }  // namespace gpustream::client
 
 #endif  // GPUSTREAM_CLIENT_KERNEL_ARG_H_

@@ -173,6 +173,13 @@ void Queue::enqueue_host_func(std::function<void()> fn) {
 void Queue::launch(absl::string_view module, absl::string_view kernel,
                    Dim3 grid, Dim3 block, absl::Span<const Arg> args,
                    uint32_t shared_memory_bytes) {
+  launch(module, kernel, grid, block, args,
+         LaunchOptions{.shared_memory_bytes = shared_memory_bytes});
+}
+
+void Queue::launch(absl::string_view module, absl::string_view kernel,
+                   Dim3 grid, Dim3 block, absl::Span<const Arg> args,
+                   const LaunchOptions& options) {
   absl::Status check;
   for (const Arg& arg : args) {
     if (arg.buffer() != nullptr) check.Update(Owns(*arg.buffer(), "buffer"));
@@ -199,7 +206,12 @@ void Queue::launch(absl::string_view module, absl::string_view kernel,
     launch->set_kernel(kernel.data(), kernel.size());
     SetDim3(grid, launch->mutable_grid());
     SetDim3(block, launch->mutable_block());
-    launch->set_shared_memory_bytes(shared_memory_bytes);
+    launch->set_shared_memory_bytes(options.shared_memory_bytes);
+    const Dim3& cluster = options.cluster;
+    if (cluster.x != 0 || cluster.y != 0 || cluster.z != 0) {
+      SetDim3(cluster, launch->mutable_cluster());
+    }
+    launch->set_cooperative(options.cooperative);
     for (v1::KernelArg& arg : converted) *launch->add_args() = std::move(arg);
   });
 }

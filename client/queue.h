@@ -71,6 +71,12 @@ class Queue : public Handle {
   void launch(absl::string_view module, absl::string_view kernel, Dim3 grid,
               Dim3 block, absl::Span<const Arg> args,
               uint32_t shared_memory_bytes = 0);
+  // The same with clusters, a cooperative grid or dynamic shared memory:
+  // q.launch("samples", "block_rank_u32", {8}, {32}, {out},
+  //          {.cluster = {2}});
+  void launch(absl::string_view module, absl::string_view kernel, Dim3 grid,
+              Dim3 block, absl::Span<const Arg> args,
+              const LaunchOptions& options);
 
   // Copies `bytes` now (the caller may reuse them at once); a large write
   // travels as several commands of at most SessionCore::kMaxWritePiece.

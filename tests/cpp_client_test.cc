@@ -57,6 +57,42 @@ TEST_F(CppClientTest, ALoneLaunchRunsWhileTheClientSleeps) {
   EXPECT_EQ((*value)[0], 7u);
 }
 
+// LaunchOptions: clusters (ranks read back), a cooperative grid barrier,
+// and the daemon's refusals reported by synchronize with their codes.
+TEST_F(CppClientTest, LaunchOptionsReachTheDaemon) {
+  Queue& q = session_->default_queue();
+  auto ranks = session_->allocate(16 * 4);
+  // grid_barrier_u32 declares 8 bytes per thread: 512 blocks of one.
+  auto words = session_->allocate(512 * 8);
+  ASSERT_TRUE(ranks.ok() && words.ok());
+  q.launch("samples", "block_rank_u32", {8, 2}, {1}, {*ranks},
+           {.cluster = {4, 2}});
+  auto got = q.read<uint32_t>(*ranks, 16);
+  ASSERT_TRUE(got.ok()) << got.status();
+  for (uint32_t y = 0; y < 2; ++y) {
+    for (uint32_t x = 0; x < 8; ++x) {
+      EXPECT_EQ((*got)[x + 8 * y], x % 4 + 4 * y) << x << ", " << y;
+    }
+  }
+  q.launch("samples", "grid_barrier_u32", {8}, {32}, {*words},
+           {.cooperative = true, .shared_memory_bytes = 1024});
+  auto barrier = q.read<uint32_t>(*words, 16);
+  ASSERT_TRUE(barrier.ok()) << barrier.status();
+  for (uint32_t b = 0; b < 8; ++b) {
+    EXPECT_EQ((*barrier)[b], b + 1);
+    EXPECT_EQ((*barrier)[8 + b], 36u);
+  }
+  q.launch("samples", "block_rank_u32", {6}, {1}, {*ranks}, {.cluster = {4}});
+  absl::Status s = q.synchronize(absl::Seconds(10));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("not a multiple of cluster"));
+  q.launch("samples", "grid_barrier_u32", {512}, {1}, {*words},
+           {.cooperative = true});
+  s = q.synchronize(absl::Seconds(10));
+  EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange) << s;
+  EXPECT_THAT(s.message(), HasSubstr("resident"));
+}
+
 // Integer literals of any type, and argument lists built at run time, are
 // converted to the kernel's declared kinds; an argument that does not fit
 // is refused at the call: nothing is sent, and the queue reports it.

@@ -218,7 +218,7 @@ TEST_P(EndToEndTest, EveryUnaryOperationDoesWhatItSays) {
       Unary(&Stub::ListModules, v1::ListModulesRequest(), &modules).ok());
   ASSERT_GT(modules.modules_size(), 0);
   EXPECT_EQ(modules.modules(0).name(), "samples");
-  EXPECT_EQ(modules.modules(0).kernels_size(), 7);
+  EXPECT_EQ(modules.modules(0).kernels_size(), 9);
 
   v1::OpenSessionRequest open;
   open.set_client_name("every-op");

@@ -36,13 +36,28 @@
  * "unchecked": where tenants are configured only tenants allowed unchecked
  * kernels may launch it. Declare every extent.
  *
+ * Blocks, clusters and cooperative launches (ABI 4): a call runs the
+ * blocks [first_block, first_block + block_count) of the grid, by linear
+ * block index x + y*grid.x + z*grid.x*grid.y (a plain launch: one call for
+ * the whole grid, first_block 0). A launch with clusters says so in
+ * `cluster` ({1,1,1} without): a cluster is consecutive block indices
+ * along x, then y, then z, so block (bx, by, bz) has rank
+ * bx % cx + (by % cy) * cx + (bz % cz) * cx * cy in its cluster. A
+ * cooperative launch (`cooperative` nonzero) calls the entry point once
+ * per block, every block on a thread of its own at the same time, and
+ * gs_grid_sync() is a barrier across all of them (as cooperative groups'
+ * grid.sync()). Outside a cooperative launch gs_grid_sync() fails at once,
+ * as grid.sync() traps on a GPU. Kernels of ABI 1 to 3 know none of this:
+ * the daemon always calls them once for the whole grid.
+ *
  * Versions: the daemon loads modules of ABI 1 (no stop_requested: GsLaunch
  * only grew at its end, and ABI 1 kernels never read the new field), 2 and 3
  * (GsModuleDef grew `extents` at its end, read only from modules that say
  * ABI 3: older modules' kernels load unchecked). No array element ever
  * changes size, so a module that states an older version than its header
  * still loads; never state a newer one (the daemon would read fields the
- * table lacks).
+ * table lacks). ABI 4 appended GsLaunch's block range, cluster and
+ * cooperative fields, which the daemon fills for every module.
  *
  * Build one with: g++ -shared -fPIC -I<repo> my_module.cc -o libmine.so
  * and put the .so in the daemon's --modules folder.
@@ -57,7 +72,7 @@
 extern "C" {
 #endif
 
-#define GS_CPU_MODULE_ABI_VERSION 3
+#define GS_CPU_MODULE_ABI_VERSION 4
 /* The oldest module ABI the daemon still loads. */
 #define GS_CPU_MODULE_MIN_ABI_VERSION 1
 #define GS_CPU_MODULE_ENTRY_POINT "gpustream_cpu_module"
@@ -98,7 +113,7 @@ typedef struct {
   uint32_t x, y, z;
 } GsDim3;
 
-typedef struct {
+typedef struct GsLaunch {
   GsDim3 grid;
   GsDim3 block;
   const GsArg* args; /* One per declared parameter, kinds already checked. */
@@ -109,7 +124,24 @@ typedef struct {
    * time limit passed, or its queue was cancelled); never null. Written by
    * another thread: read it with gs_stop_requested() each time. */
   const volatile int* stop_requested;
+  /* ABI 4 (see "Blocks, clusters and cooperative launches"). */
+  uint64_t first_block; /* The linear blocks this call runs... */
+  uint64_t block_count; /* ...first_block to first_block + block_count. */
+  GsDim3 cluster;       /* Blocks per cluster; {1, 1, 1} without clusters. */
+  uint32_t cooperative; /* Nonzero: a cooperative launch. */
+  /* A barrier across every block of a cooperative launch: returns 0 once
+   * all of them have reached it, nonzero at once outside a cooperative
+   * launch or when the daemon asks the kernel to stop (then return). Never
+   * null; call it through gs_grid_sync(). */
+  int (*grid_sync)(const struct GsLaunch* launch);
+  void* daemon; /* The daemon's own; kernels leave it alone. */
 } GsLaunch;
+
+/* The grid-wide barrier of a cooperative launch (see GsLaunch::grid_sync).
+ * A kernel that gets nonzero must fail or return. */
+static inline int gs_grid_sync(const GsLaunch* launch) {
+  return launch->grid_sync(launch);
+}
 
 /* Whether the kernel should return now (see "Stopping" above). */
 static inline int gs_stop_requested(const GsLaunch* launch) {

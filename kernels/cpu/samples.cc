@@ -43,26 +43,40 @@ uint64_t Misalignment(const GsSpan& s, uint64_t elem) {
   return reinterpret_cast<uintptr_t>(s.data) % elem;
 }
 
-// n elements processed by a launch: threads past n do nothing, as on a GPU.
-uint64_t Active(const GsLaunch& l, uint64_t n) {
+// The elements [begin, end) this call processes, i = block * threads per
+// block + thread over its blocks (the whole grid, or one block of a
+// cooperative launch); threads past n do nothing, as on a GPU.
+struct Range {
+  uint64_t begin;
+  uint64_t end;
+};
+Range Active(const GsLaunch& l, uint64_t n) {
+  const uint64_t per_block = uint64_t{l.block.x} * l.block.y * l.block.z;
   const uint64_t threads = ThreadCount(l);
-  return n < threads ? n : threads;
+  uint64_t begin = 0, end = 0;
+  if (__builtin_mul_overflow(l.first_block, per_block, &begin)) begin = threads;
+  if (__builtin_mul_overflow(l.first_block + l.block_count, per_block, &end)) {
+    end = threads;
+  }
+  if (end > n) end = n;
+  if (begin > end) begin = end;
+  return {begin, end};
 }
 
 int FillU32(const GsLaunch* l) {
   const GsSpan& out = l->args[0].value.span;
   const uint32_t value = l->args[1].value.u32;
-  const uint64_t n = Active(*l, l->args[2].value.u64);
-  if (!Holds(out, n, 4)) {
+  const Range r = Active(*l, l->args[2].value.u64);
+  if (!Holds(out, r.end, 4)) {
     return Fail(*l, "fill_u32: n=%llu elements exceed the buffer's %llu bytes",
-                n, out.size);
+                r.end, out.size);
   }
-  if (n > 0 && Misalignment(out, 4) != 0) {
+  if (r.end > r.begin && Misalignment(out, 4) != 0) {
     return Fail(*l, "fill_u32: out is not aligned to %llu bytes (off by %llu)",
                 4, Misalignment(out, 4));
   }
   auto* p = static_cast<uint32_t*>(out.data);
-  for (uint64_t i = 0; i < n; ++i) p[i] = value;
+  for (uint64_t i = r.begin; i < r.end; ++i) p[i] = value;
   return 0;
 }
 
@@ -70,15 +84,15 @@ int VectorAddF32(const GsLaunch* l) {
   const GsSpan& a = l->args[0].value.span;
   const GsSpan& b = l->args[1].value.span;
   const GsSpan& c = l->args[2].value.span;
-  const uint64_t n = Active(*l, l->args[3].value.u64);
+  const Range r = Active(*l, l->args[3].value.u64);
   for (const GsSpan* s : {&a, &b, &c}) {
-    if (!Holds(*s, n, 4)) {
+    if (!Holds(*s, r.end, 4)) {
       return Fail(*l,
                   "vector_add_f32: n=%llu elements exceed a buffer of %llu "
                   "bytes",
-                  n, s->size);
+                  r.end, s->size);
     }
-    if (n > 0 && Misalignment(*s, 4) != 0) {
+    if (r.end > r.begin && Misalignment(*s, 4) != 0) {
       return Fail(*l,
                   "vector_add_f32: a buffer is not aligned to %llu bytes (off "
                   "by %llu)",
@@ -88,7 +102,7 @@ int VectorAddF32(const GsLaunch* l) {
   const auto* pa = static_cast<const float*>(a.data);
   const auto* pb = static_cast<const float*>(b.data);
   auto* pc = static_cast<float*>(c.data);
-  for (uint64_t i = 0; i < n; ++i) pc[i] = pa[i] + pb[i];
+  for (uint64_t i = r.begin; i < r.end; ++i) pc[i] = pa[i] + pb[i];
   return 0;
 }
 
@@ -96,19 +110,19 @@ int SaxpyF32(const GsLaunch* l) {
   const float alpha = l->args[0].value.f32;
   const GsSpan& x = l->args[1].value.span;
   const GsSpan& y = l->args[2].value.span;
-  const uint64_t n = Active(*l, l->args[3].value.u64);
-  if (!Holds(x, n, 4) || !Holds(y, n, 4)) {
+  const Range r = Active(*l, l->args[3].value.u64);
+  if (!Holds(x, r.end, 4) || !Holds(y, r.end, 4)) {
     return Fail(*l, "saxpy_f32: n=%llu elements exceed a buffer of %llu bytes",
-                n, x.size < y.size ? x.size : y.size);
+                r.end, x.size < y.size ? x.size : y.size);
   }
-  if (n > 0 && (Misalignment(x, 4) != 0 || Misalignment(y, 4) != 0)) {
+  if (r.end > r.begin && (Misalignment(x, 4) != 0 || Misalignment(y, 4) != 0)) {
     return Fail(*l,
                 "saxpy_f32: x or y is not aligned to %llu bytes (off by %llu)",
                 4, Misalignment(x, 4) | Misalignment(y, 4));
   }
   const auto* px = static_cast<const float*>(x.data);
   auto* py = static_cast<float*>(y.data);
-  for (uint64_t i = 0; i < n; ++i) py[i] = alpha * px[i] + py[i];
+  for (uint64_t i = r.begin; i < r.end; ++i) py[i] = alpha * px[i] + py[i];
   return 0;
 }
 
@@ -118,7 +132,8 @@ int AddU64(const GsLaunch* l) {
     return Fail(*l, "add_u64: counter needs %llu bytes, buffer has %llu", 8,
                 counter.size);
   }
-  if (ThreadCount(*l) == 0) return 0;
+  // Thread 0 only: the call that runs block 0.
+  if (ThreadCount(*l) == 0 || l->first_block != 0) return 0;
   uint64_t v;
   std::memcpy(&v, counter.data, 8);
   v += l->args[1].value.u64;
@@ -148,6 +163,73 @@ int SpinNs(const GsLaunch* l) {
 
 int Noop(const GsLaunch*) { return 0; }
 
+// block_rank_u32(out): out[linear block index] = the block's rank in its
+// cluster (0 without clusters); clusters are consecutive block indices
+// along x, then y, then z.
+int BlockRankU32(const GsLaunch* l) {
+  const GsSpan& out = l->args[0].value.span;
+  const uint64_t end = l->first_block + l->block_count;
+  if (!Holds(out, end, 4)) {
+    return Fail(*l,
+                "block_rank_u32: %llu blocks exceed the buffer's %llu bytes",
+                end, out.size);
+  }
+  if (l->block_count > 0 && Misalignment(out, 4) != 0) {
+    return Fail(*l,
+                "block_rank_u32: out is not aligned to %llu bytes (off by "
+                "%llu)",
+                4, Misalignment(out, 4));
+  }
+  const uint64_t gx = l->grid.x, gxy = gx * l->grid.y;
+  const GsDim3 c = l->cluster;
+  auto* p = static_cast<uint32_t*>(out.data);
+  for (uint64_t b = l->first_block; b < end; ++b) {
+    const uint64_t x = b % gx, y = b % gxy / gx, z = b / gxy;
+    p[b] = static_cast<uint32_t>(x % c.x + y % c.y * c.x + z % c.z * c.x * c.y);
+  }
+  return 0;
+}
+
+// grid_barrier_u32(out), cooperative launches only: block b stores b + 1
+// in out[b], waits for the whole grid (gs_grid_sync), then stores the sum
+// of out[0, blocks) in out[blocks + b]. Every such sum is blocks *
+// (blocks + 1) / 2 only if the barrier held every block until all had
+// stored; outside a cooperative launch the barrier fails, as grid.sync()
+// traps on a GPU.
+int GridBarrierU32(const GsLaunch* l) {
+  const GsSpan& out = l->args[0].value.span;
+  const uint64_t blocks = uint64_t{l->grid.x} * l->grid.y * l->grid.z;
+  if (!Holds(out, blocks, 8)) {
+    return Fail(*l,
+                "grid_barrier_u32: %llu blocks need two words each; the "
+                "buffer has %llu bytes",
+                blocks, out.size);
+  }
+  if (Misalignment(out, 4) != 0) {
+    return Fail(*l,
+                "grid_barrier_u32: out is not aligned to %llu bytes (off by "
+                "%llu)",
+                4, Misalignment(out, 4));
+  }
+  auto* p = static_cast<uint32_t*>(out.data);
+  const uint64_t end = l->first_block + l->block_count;
+  for (uint64_t b = l->first_block; b < end; ++b) {
+    __atomic_store_n(&p[b], static_cast<uint32_t>(b + 1), __ATOMIC_RELAXED);
+  }
+  if (gs_grid_sync(l) != 0) {
+    std::snprintf(l->error, l->error_size,
+                  "grid_barrier_u32: the grid barrier needs a cooperative "
+                  "launch (or the launch was stopped)");
+    return 1;
+  }
+  uint32_t sum = 0;
+  for (uint64_t b = 0; b < blocks; ++b) {
+    sum += __atomic_load_n(&p[b], __ATOMIC_RELAXED);
+  }
+  for (uint64_t b = l->first_block; b < end; ++b) p[blocks + b] = sum;
+  return 0;
+}
+
 // trap(): faults on purpose, as the GPU samples' trap does: the kernel
 // fails, and with it its queue.
 int Trap(const GsLaunch* l) {
@@ -163,6 +245,7 @@ constexpr GsParamKind kSaxpyF32[] = {GS_PARAM_F32, GS_PARAM_BUFFER,
                                      GS_PARAM_BUFFER, GS_PARAM_U64};
 constexpr GsParamKind kAddU64[] = {GS_PARAM_BUFFER, GS_PARAM_U64};
 constexpr GsParamKind kSpinNs[] = {GS_PARAM_U64};
+constexpr GsParamKind kOneBuffer[] = {GS_PARAM_BUFFER};
 
 // How far each kernel reaches into its buffers (the same as the GPU
 // samples' manifest): 4 bytes per element of n, or the 8-byte counter.
@@ -176,6 +259,9 @@ constexpr GsExtent kVectorAddF32Extents[] = {kWordsOfParam3, kWordsOfParam3,
 constexpr GsExtent kSaxpyF32Extents[] = {kNone, kWordsOfParam3, kWordsOfParam3,
                                          kNone};
 constexpr GsExtent kAddU64Extents[] = {kOneU64, kNone};
+// One word per block (declared per thread: an upper bound), or two.
+constexpr GsExtent kBlockRankU32Extents[] = {{1, -1, 0, 0, 4}};
+constexpr GsExtent kGridBarrierU32Extents[] = {{1, -1, 0, 0, 8}};
 
 constexpr GsKernelDef kKernels[] = {
     {"fill_u32", kFillU32, 3, FillU32},
@@ -185,12 +271,19 @@ constexpr GsKernelDef kKernels[] = {
     {"spin_ns", kSpinNs, 1, SpinNs},
     {"noop", nullptr, 0, Noop},
     {"trap", nullptr, 0, Trap},
+    {"block_rank_u32", kOneBuffer, 1, BlockRankU32},
+    {"grid_barrier_u32", kOneBuffer, 1, GridBarrierU32},
 };
 // One per kernel, in kKernels' order.
-constexpr const GsExtent* kExtents[] = {kFillU32Extents,  kVectorAddF32Extents,
-                                        kSaxpyF32Extents, kAddU64Extents,
-                                        nullptr,          nullptr,
-                                        nullptr};
+constexpr const GsExtent* kExtents[] = {kFillU32Extents,
+                                        kVectorAddF32Extents,
+                                        kSaxpyF32Extents,
+                                        kAddU64Extents,
+                                        nullptr,
+                                        nullptr,
+                                        nullptr,
+                                        kBlockRankU32Extents,
+                                        kGridBarrierU32Extents};
 static_assert(std::size(kExtents) == std::size(kKernels));
 
 constexpr GsModuleDef kModule = {GS_CPU_MODULE_ABI_VERSION, "samples", kKernels,

@@ -5,6 +5,8 @@
 // with i >= n or a nonzero y/z thread or block index do nothing. Parameter
 // order and types are the ABI that samples.manifest.textproto declares;
 // change both together.
+#include <cooperative_groups.h>
+
 #include <cstdint>
 
 namespace {
@@ -77,3 +79,43 @@ extern "C" __global__ void noop() {}
 // loses the context), for fault tests that must fault on a real GPU too,
 // where an out-of-bounds write may land silently in the same page.
 extern "C" __global__ void trap() { __trap(); }
+
+// The block's linear index x + y * gridDim.x + z * gridDim.x * gridDim.y
+// (64 bits).
+__device__ __forceinline__ uint64_t LinearBlock() {
+  return blockIdx.x + uint64_t{blockIdx.y} * gridDim.x +
+         uint64_t{blockIdx.z} * gridDim.x * gridDim.y;
+}
+
+__device__ __forceinline__ bool FirstThread() {
+  return (threadIdx.x | threadIdx.y | threadIdx.z) == 0;
+}
+
+// Thread 0 of each block: out[linear block index] = the block's rank in
+// its thread block cluster (0 without clusters, and on devices before
+// sm_90, which have none).
+extern "C" __global__ void block_rank_u32(uint32_t* out) {
+  if (!FirstThread()) return;
+  uint32_t rank = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  rank = cooperative_groups::this_cluster().block_rank();
+#endif
+  out[LinearBlock()] = rank;
+}
+
+// A cooperative launch's grid barrier: thread 0 of block b stores b + 1 in
+// out[b]; grid.sync(); then it stores the sum of out[0, blocks) in
+// out[blocks + b]. Every sum is blocks * (blocks + 1) / 2 only if all blocks
+// were resident at once, which only a cooperative launch guarantees;
+// outside one, grid.sync() traps (cooperative_groups aborts: a launch
+// failure that loses the context).
+extern "C" __global__ void grid_barrier_u32(uint32_t* out) {
+  const uint64_t blocks = uint64_t{gridDim.x} * gridDim.y * gridDim.z;
+  const uint64_t b = LinearBlock();
+  if (FirstThread()) out[b] = static_cast<uint32_t>(b + 1);
+  cooperative_groups::this_grid().sync();
+  if (!FirstThread()) return;
+  uint32_t sum = 0;
+  for (uint64_t k = 0; k < blocks; ++k) sum += out[k];
+  out[blocks + b] = sum;
+}

@@ -93,3 +93,27 @@ GLOBAL void noop() {}
 // into an abort of the process), for fault tests that must fault on a real
 // GPU too.
 GLOBAL void trap() { __builtin_trap(); }
+
+// Thread 0 of each block: out[linear block index] = the block's rank in its
+// cluster, always 0: AMD GPUs under ROCm 5.2 have no thread block clusters
+// (the device reports max_cluster_size 0, so no launch asks for one).
+GLOBAL void block_rank_u32(uint32_t* out) {
+  if ((__builtin_amdgcn_workitem_id_x() | __builtin_amdgcn_workitem_id_y() |
+       __builtin_amdgcn_workitem_id_z()) != 0) {
+    return;
+  }
+  const uint64_t gx = __builtin_amdgcn_grid_size_x() / BlockDimX();
+  const uint16_t* packet =
+      reinterpret_cast<const uint16_t*>(__builtin_amdgcn_dispatch_ptr());
+  const uint64_t gy = __builtin_amdgcn_grid_size_y() / packet[3];
+  const uint64_t b = __builtin_amdgcn_workgroup_id_x() +
+                     __builtin_amdgcn_workgroup_id_y() * gx +
+                     __builtin_amdgcn_workgroup_id_z() * gx * gy;
+  out[b] = 0;
+}
+
+// grid_barrier_u32(out): ROCm 5.2 launches no module kernel cooperatively
+// (the device reports supports_cooperative_launch false), so a grid
+// barrier cannot hold here. It returns without writing rather than trap:
+// a trap aborts the whole daemon under ROCm 5.x, for every tenant.
+GLOBAL void grid_barrier_u32(uint32_t*) {}

@@ -29,12 +29,6 @@ struct BufferArg {
 using KernelArg = std::variant<BufferArg, int32_t, uint32_t, int64_t, uint64_t,
                                float, double, std::string>;
 
-struct LaunchConfig {
-  Dim3 grid;
-  Dim3 block;
-  uint32_t shared_memory_bytes = 0;
-};
-
 // Contract for every enqueue method: arguments were validated by the caller
 // (ids resolved, ranges, kinds and the kernel's limits checked). The method
 // returns once the work is enqueued, never waiting for the device and never

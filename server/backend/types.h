@@ -41,6 +41,23 @@ struct Dim3 {
   uint64_t Volume() const { return uint64_t{x} * y * z; }
 };
 
+// How one launch runs: validated against the device's and the kernel's
+// limits before a backend sees it.
+struct LaunchConfig {
+  Dim3 grid;
+  Dim3 block;
+  uint32_t shared_memory_bytes = 0;
+  // Thread block clusters (a cluster is consecutive block indices along x,
+  // then y, then z); validation made every grid dimension a multiple of
+  // the cluster's and the volume at most DeviceInfo::max_cluster_size.
+  bool clustered = false;
+  Dim3 cluster;
+  // Every block co-resident (grid-wide synchronization allowed). The
+  // backend's Launch refuses a grid it cannot hold resident with
+  // OUT_OF_RANGE naming the limit, before anything is enqueued.
+  bool cooperative = false;
+};
+
 // Where one parameter lives in the kernel's argument block.
 struct ParamLayout {
   uint32_t size = 0;    // Bytes; 0 for a CPU BYTES param (any size).
@@ -122,6 +139,9 @@ struct DeviceInfo {
   Dim3 max_block;
   uint32_t max_threads_per_block = 0;
   uint32_t max_shared_memory_bytes = 0;  // Per block.
+  // Blocks per cluster a launch may ask for; 0: no clusters.
+  uint32_t max_cluster_size = 0;
+  bool supports_cooperative_launch = false;
 };
 
 struct MemoryInfo {

@@ -26,7 +26,7 @@ absl::Status ParseError(absl::string_view text) {
   return ParseModuleManifest(text, kOrigin, "k").status();
 }
 
-TEST(ModuleManifestTest, SamplesManifestDeclaresTheSevenKernels) {
+TEST(ModuleManifestTest, SamplesManifestDeclaresTheNineKernels) {
   const std::string path = SrcPath("kernels/cuda/samples.manifest.textproto");
   auto manifest = ReadModuleManifest(path, "ignored");
   ASSERT_TRUE(manifest.ok()) << manifest.status();
@@ -45,6 +45,8 @@ TEST(ModuleManifestTest, SamplesManifestDeclaresTheSevenKernels) {
       {"spin_ns", {v1::PARAM_KIND_U64}},
       {"noop", {}},
       {"trap", {}},
+      {"block_rank_u32", {v1::PARAM_KIND_BUFFER}},
+      {"grid_barrier_u32", {v1::PARAM_KIND_BUFFER}},
   };
   ASSERT_EQ(manifest->kernels_size(), expected.size());
   for (size_t k = 0; k < expected.size(); ++k) {
@@ -70,6 +72,13 @@ TEST(ModuleManifestTest, SamplesDeclareEveryExtent) {
           << kernel.name() << " " << param.name();
       if (!param.has_extent()) continue;
       const v1::BufferExtent& e = param.extent();
+      if (kernel.name() == "block_rank_u32" ||
+          kernel.name() == "grid_barrier_u32") {
+        // One or two words per block, declared per thread.
+        EXPECT_EQ(e.bytes_per_thread(),
+                  kernel.name() == "block_rank_u32" ? 4u : 8u);
+        continue;
+      }
       EXPECT_EQ(e.bytes_per_thread(), 0u);
       if (kernel.name() == "add_u64") {
         EXPECT_EQ(e.bytes(), 8u);  // One counter.
@@ -132,6 +141,8 @@ TEST(ModuleManifestTest, SamplesMatchTheirCudaSignatures) {
       {{0, 8}},                            // spin_ns
       {},                                  // noop
       {},                                  // trap
+      {{0, 8}},                            // block_rank_u32
+      {{0, 8}},                            // grid_barrier_u32
   };
   ASSERT_EQ(manifest->kernels_size(), binary.size());
   for (size_t k = 0; k < binary.size(); ++k) {

@@ -217,6 +217,8 @@ absl::Status ServerCore::ListDevices(const v1::ListDevicesRequest&,
                                ? "native"
                                : "daemon");
     d->set_faults_recoverable(info.faults_recoverable);
+    d->set_max_cluster_size(info.max_cluster_size);
+    d->set_supports_cooperative_launch(info.supports_cooperative_launch);
   }
   return absl::OkStatus();
 }

@@ -162,6 +162,92 @@ TEST_F(SessionTest, QueueQuotaIsEnforced) {
       << refused;
 }
 
+// Launch configuration: clusters must divide the grid (INVALID_ARGUMENT)
+// and fit max_cluster_size (OUT_OF_RANGE); a cooperative grid must fit
+// what the device holds resident (OUT_OF_RANGE); ranks come back through
+// block_rank_u32.
+TEST_F(SessionTest, LaunchConfigurationIsValidatedAndRuns) {
+  const uint64_t q = session_->default_queue_id();
+  const uint64_t b = NewBuffer(1, 4096);
+  auto launch = [&](const std::string& kernel, uint32_t grid,
+                    uint32_t cluster_x, uint32_t cluster_y, bool cooperative) {
+    v1::LaunchKernelRequest req;
+    req.set_queue_id(q);
+    req.set_module("samples");
+    req.set_kernel(kernel);
+    req.mutable_grid()->set_x(grid);
+    req.mutable_block()->set_x(1);
+    req.mutable_cluster()->set_x(cluster_x);
+    req.mutable_cluster()->set_y(cluster_y);
+    req.set_cooperative(cooperative);
+    *req.add_args() = Buf(b);
+    v1::LaunchKernelResponse resp;
+    return session_->LaunchKernel(req, &resp);
+  };
+  absl::Status s = launch("block_rank_u32", 12, 8, 0, false);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("not a multiple of cluster"), std::string::npos);
+  s = launch("block_rank_u32", 16, 16, 0, false);
+  EXPECT_EQ(s.code(), StatusCode::kOutOfRange) << s;
+  EXPECT_NE(s.message().find("max_cluster_size 8"), std::string::npos) << s;
+  s = launch("block_rank_u32", 16, 0, 2, false);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("cluster.x"), std::string::npos) << s;
+  s = launch("grid_barrier_u32", 257, 0, 0, true);
+  EXPECT_EQ(s.code(), StatusCode::kOutOfRange) << s;
+  EXPECT_NE(s.message().find("at most 256 blocks"), std::string::npos) << s;
+  // 64 blocks of one thread in clusters of 4; the cooperative barrier over
+  // 32 blocks writes 64 words.
+  ASSERT_TRUE(launch("block_rank_u32", 64, 4, 0, false).ok());
+  std::string bytes = Read(q, b, 64 * 4);
+  ASSERT_EQ(bytes.size(), 64u * 4);
+  for (uint32_t i = 0; i < 64; ++i) {
+    uint32_t rank;
+    std::memcpy(&rank, bytes.data() + 4 * i, 4);
+    EXPECT_EQ(rank, i % 4) << i;
+  }
+  ASSERT_TRUE(launch("grid_barrier_u32", 32, 0, 0, true).ok());
+  bytes = Read(q, b, 64 * 4);
+  uint32_t last;
+  std::memcpy(&last, bytes.data() + 63 * 4, 4);
+  EXPECT_EQ(last, 32u * 33 / 2);
+}
+
+// A device without clusters or cooperative launches answers UNIMPLEMENTED
+// naming the device (as HIP's does).
+TEST(LaunchShapeTest, FeaturesTheDeviceLacksAreUnimplemented) {
+  backend::DeviceInfo device;
+  device.backend = "hip";
+  device.name = "AMD Instinct MI210";
+  device.max_grid = {1024, 1024, 1024};
+  device.max_block = {1024, 1024, 64};
+  device.max_threads_per_block = 1024;
+  device.max_shared_memory_bytes = 65536;
+  backend::KernelSignature kernel;
+  kernel.name = "noop";
+  kernel.limits.max_dynamic_shared_memory_bytes = 65536;
+  v1::LaunchKernelRequest req;
+  req.mutable_grid()->set_x(8);
+  req.mutable_block()->set_x(1);
+  req.mutable_cluster()->set_x(2);
+  auto config = CheckLaunchShape(req, device, kernel);
+  EXPECT_EQ(config.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(config.status().message().find("AMD Instinct MI210"),
+            std::string::npos)
+      << config.status();
+  req.clear_cluster();
+  req.set_cooperative(true);
+  config = CheckLaunchShape(req, device, kernel);
+  EXPECT_EQ(config.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(config.status().message().find("cooperative"), std::string::npos);
+  // All-zero cluster means none: accepted.
+  req.set_cooperative(false);
+  req.mutable_cluster();
+  config = CheckLaunchShape(req, device, kernel);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_FALSE(config->clustered);
+}
+
 TEST_F(SessionTest, LaunchValidatesBeforeTheDevice) {
   const uint64_t q = session_->default_queue_id();
   const uint64_t b = NewBuffer(1, 16);

@@ -21,6 +21,42 @@ absl::StatusOr<backend::Dim3> ToDim3(const v1::Dim3& d, const char* field,
   return out;
 }
 
+// LaunchKernelRequest.cluster into `config`: none when unset or all zero.
+absl::Status CheckCluster(const v1::LaunchKernelRequest& req,
+                          const backend::DeviceInfo& device,
+                          backend::LaunchConfig& config) {
+  const v1::Dim3& c = req.cluster();
+  if (c.x() == 0 && c.y() == 0 && c.z() == 0) return absl::OkStatus();
+  if (device.max_cluster_size == 0) {
+    return absl::UnimplementedError(
+        absl::StrCat("cluster: device '", device.name, "' (", device.backend,
+                     ") has no thread block clusters"));
+  }
+  if (c.x() == 0) {
+    return absl::InvalidArgumentError(
+        "cluster.x is 0 while cluster.y or cluster.z is set");
+  }
+  const backend::Dim3 cluster{c.x(), c.y() == 0 ? 1 : c.y(),
+                              c.z() == 0 ? 1 : c.z()};
+  const backend::Dim3& grid = config.grid;
+  if (grid.x % cluster.x != 0 || grid.y % cluster.y != 0 ||
+      grid.z % cluster.z != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("grid (", grid.x, ", ", grid.y, ", ", grid.z,
+                     ") is not a multiple of cluster (", cluster.x, ", ",
+                     cluster.y, ", ", cluster.z, ") in every dimension"));
+  }
+  if (cluster.Volume() > device.max_cluster_size) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "cluster (", cluster.x, ", ", cluster.y, ", ", cluster.z, ") has ",
+        cluster.Volume(), " blocks; device '", device.name,
+        "' allows max_cluster_size ", device.max_cluster_size));
+  }
+  config.clustered = true;
+  config.cluster = cluster;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 backend::WaitCondition ToCondition(v1::WaitCondition c) {
@@ -96,6 +132,13 @@ absl::StatusOr<backend::LaunchConfig> CheckLaunchShape(
         " (it uses ", limits.static_shared_memory_bytes, " bytes statically)"));
   }
   config.shared_memory_bytes = req.shared_memory_bytes();
+  if (absl::Status s = CheckCluster(req, device, config); !s.ok()) return s;
+  if (req.cooperative() && !device.supports_cooperative_launch) {
+    return absl::UnimplementedError(
+        absl::StrCat("cooperative: device '", device.name, "' (",
+                     device.backend, ") has no cooperative launches"));
+  }
+  config.cooperative = req.cooperative();
   return config;
 }
 

@@ -20,9 +20,10 @@ TEST_P(DeviceConformanceTest, SamplesModuleListsApiKernelsWithLayouts) {
   std::vector<std::string> names;
   for (const auto& k : samples_->info().kernels) names.push_back(k.name);
   std::sort(names.begin(), names.end());
-  EXPECT_EQ(names, (std::vector<std::string>{"add_u64", "fill_u32", "noop",
-                                             "saxpy_f32", "spin_ns", "trap",
-                                             "vector_add_f32"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"add_u64", "block_rank_u32", "fill_u32",
+                                      "grid_barrier_u32", "noop", "saxpy_f32",
+                                      "spin_ns", "trap", "vector_add_f32"}));
   const KernelSignature& saxpy = K("saxpy_f32").signature();
   EXPECT_EQ(saxpy.params,
             (std::vector<ParamKind>{ParamKind::kF32, ParamKind::kBuffer,

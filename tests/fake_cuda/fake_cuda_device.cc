@@ -143,6 +143,12 @@ CUresult Fake_cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib,
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
       *pi = ComputeCapability() / 10;
       break;
+    case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH:  // From compute capability 9.0.
+      *pi = ComputeCapability() >= 90 ? 1 : 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH:
+      *pi = 1;
+      break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
       *pi = ComputeCapability() % 10;
       break;

@@ -22,63 +22,67 @@
 namespace fakecuda_test {
 
 // X(Member, cuda_name) for the entry points the tests call.
-#define FAKECUDA_TEST_ENTRY_POINTS(X)                       \
-  X(Init, cuInit)                                           \
-  X(DriverGetVersion, cuDriverGetVersion)                   \
-  X(GetErrorName, cuGetErrorName)                           \
-  X(DeviceGetCount, cuDeviceGetCount)                       \
-  X(DeviceGet, cuDeviceGet)                                 \
-  X(DeviceGetName, cuDeviceGetName)                         \
-  X(DeviceTotalMem, cuDeviceTotalMem)                       \
-  X(DeviceGetAttribute, cuDeviceGetAttribute)               \
-  X(PrimaryCtxRetain, cuDevicePrimaryCtxRetain)             \
-  X(PrimaryCtxRelease, cuDevicePrimaryCtxRelease)           \
-  X(PrimaryCtxReset, cuDevicePrimaryCtxReset)               \
-  X(CtxSetCurrent, cuCtxSetCurrent)                         \
-  X(CtxGetCurrent, cuCtxGetCurrent)                         \
-  X(CtxSynchronize, cuCtxSynchronize_v2)                    \
-  X(CtxGetStreamPriorityRange, cuCtxGetStreamPriorityRange) \
-  X(StreamCreateWithPriority, cuStreamCreateWithPriority)   \
-  X(StreamDestroy, cuStreamDestroy)                         \
-  X(StreamQuery, cuStreamQuery)                             \
-  X(StreamSynchronize, cuStreamSynchronize)                 \
-  X(StreamWaitEvent, cuStreamWaitEvent)                     \
-  X(StreamWaitValue64, cuStreamWaitValue64)                 \
-  X(StreamWriteValue64, cuStreamWriteValue64)               \
-  X(LaunchHostFunc, cuLaunchHostFunc)                       \
-  X(LaunchKernel, cuLaunchKernel)                           \
-  X(EventCreate, cuEventCreate)                             \
-  X(EventDestroy, cuEventDestroy)                           \
-  X(EventRecord, cuEventRecord)                             \
-  X(EventQuery, cuEventQuery)                               \
-  X(EventSynchronize, cuEventSynchronize)                   \
-  X(EventElapsedTime, cuEventElapsedTime)                   \
-  X(MemAlloc, cuMemAlloc)                                   \
-  X(MemFree, cuMemFree)                                     \
-  X(MemAllocAsync, cuMemAllocAsync)                         \
-  X(MemFreeAsync, cuMemFreeAsync)                           \
-  X(FuncSetAttribute, cuFuncSetAttribute)                   \
-  X(MemHostAlloc, cuMemHostAlloc)                           \
-  X(MemFreeHost, cuMemFreeHost)                             \
-  X(MemHostGetDevicePointer, cuMemHostGetDevicePointer)     \
-  X(MemGetInfo, cuMemGetInfo)                               \
-  X(MemcpyHtoDAsync, cuMemcpyHtoDAsync)                     \
-  X(MemcpyDtoHAsync, cuMemcpyDtoHAsync)                     \
-  X(MemcpyDtoDAsync, cuMemcpyDtoDAsync)                     \
-  X(MemsetD32Async, cuMemsetD32Async)                       \
-  X(ModuleLoadData, cuModuleLoadData)                       \
-  X(ModuleUnload, cuModuleUnload)                           \
-  X(ModuleGetFunction, cuModuleGetFunction)                 \
-  X(FuncGetParamInfo, cuFuncGetParamInfo)                   \
-  X(FuncGetAttribute, cuFuncGetAttribute)                   \
-  X(CtxCreate, cuCtxCreate)                                 \
-  X(CtxDestroy, cuCtxDestroy)                               \
-  X(CtxPopCurrent, cuCtxPopCurrent)                         \
-  X(DeviceGetDevResource, cuDeviceGetDevResource)           \
-  X(DevSmResourceSplitByCount, cuDevSmResourceSplitByCount) \
-  X(DevResourceGenerateDesc, cuDevResourceGenerateDesc)     \
-  X(GreenCtxCreate, cuGreenCtxCreate)                       \
-  X(GreenCtxDestroy, cuGreenCtxDestroy)                     \
+#define FAKECUDA_TEST_ENTRY_POINTS(X)                                     \
+  X(Init, cuInit)                                                         \
+  X(DriverGetVersion, cuDriverGetVersion)                                 \
+  X(GetErrorName, cuGetErrorName)                                         \
+  X(DeviceGetCount, cuDeviceGetCount)                                     \
+  X(DeviceGet, cuDeviceGet)                                               \
+  X(DeviceGetName, cuDeviceGetName)                                       \
+  X(DeviceTotalMem, cuDeviceTotalMem)                                     \
+  X(DeviceGetAttribute, cuDeviceGetAttribute)                             \
+  X(PrimaryCtxRetain, cuDevicePrimaryCtxRetain)                           \
+  X(PrimaryCtxRelease, cuDevicePrimaryCtxRelease)                         \
+  X(PrimaryCtxReset, cuDevicePrimaryCtxReset)                             \
+  X(CtxSetCurrent, cuCtxSetCurrent)                                       \
+  X(CtxGetCurrent, cuCtxGetCurrent)                                       \
+  X(CtxSynchronize, cuCtxSynchronize_v2)                                  \
+  X(CtxGetStreamPriorityRange, cuCtxGetStreamPriorityRange)               \
+  X(StreamCreateWithPriority, cuStreamCreateWithPriority)                 \
+  X(StreamDestroy, cuStreamDestroy)                                       \
+  X(StreamQuery, cuStreamQuery)                                           \
+  X(StreamSynchronize, cuStreamSynchronize)                               \
+  X(StreamWaitEvent, cuStreamWaitEvent)                                   \
+  X(StreamWaitValue64, cuStreamWaitValue64)                               \
+  X(StreamWriteValue64, cuStreamWriteValue64)                             \
+  X(LaunchHostFunc, cuLaunchHostFunc)                                     \
+  X(LaunchKernel, cuLaunchKernel)                                         \
+  X(LaunchKernelEx, cuLaunchKernelEx)                                     \
+  X(OccupancyMaxActiveBlocksPerMultiprocessor,                            \
+    cuOccupancyMaxActiveBlocksPerMultiprocessor)                          \
+  X(OccupancyMaxPotentialClusterSize, cuOccupancyMaxPotentialClusterSize) \
+  X(EventCreate, cuEventCreate)                                           \
+  X(EventDestroy, cuEventDestroy)                                         \
+  X(EventRecord, cuEventRecord)                                           \
+  X(EventQuery, cuEventQuery)                                             \
+  X(EventSynchronize, cuEventSynchronize)                                 \
+  X(EventElapsedTime, cuEventElapsedTime)                                 \
+  X(MemAlloc, cuMemAlloc)                                                 \
+  X(MemFree, cuMemFree)                                                   \
+  X(MemAllocAsync, cuMemAllocAsync)                                       \
+  X(MemFreeAsync, cuMemFreeAsync)                                         \
+  X(FuncSetAttribute, cuFuncSetAttribute)                                 \
+  X(MemHostAlloc, cuMemHostAlloc)                                         \
+  X(MemFreeHost, cuMemFreeHost)                                           \
+  X(MemHostGetDevicePointer, cuMemHostGetDevicePointer)                   \
+  X(MemGetInfo, cuMemGetInfo)                                             \
+  X(MemcpyHtoDAsync, cuMemcpyHtoDAsync)                                   \
+  X(MemcpyDtoHAsync, cuMemcpyDtoHAsync)                                   \
+  X(MemcpyDtoDAsync, cuMemcpyDtoDAsync)                                   \
+  X(MemsetD32Async, cuMemsetD32Async)                                     \
+  X(ModuleLoadData, cuModuleLoadData)                                     \
+  X(ModuleUnload, cuModuleUnload)                                         \
+  X(ModuleGetFunction, cuModuleGetFunction)                               \
+  X(FuncGetParamInfo, cuFuncGetParamInfo)                                 \
+  X(FuncGetAttribute, cuFuncGetAttribute)                                 \
+  X(CtxCreate, cuCtxCreate)                                               \
+  X(CtxDestroy, cuCtxDestroy)                                             \
+  X(CtxPopCurrent, cuCtxPopCurrent)                                       \
+  X(DeviceGetDevResource, cuDeviceGetDevResource)                         \
+  X(DevSmResourceSplitByCount, cuDevSmResourceSplitByCount)               \
+  X(DevResourceGenerateDesc, cuDevResourceGenerateDesc)                   \
+  X(GreenCtxCreate, cuGreenCtxCreate)                                     \
+  X(GreenCtxDestroy, cuGreenCtxDestroy)                                   \
   X(GreenCtxStreamCreate, cuGreenCtxStreamCreate)
 
 // The driver's entry points, each with cuda.h's type for its name.
@@ -232,7 +236,8 @@ class FakeCudaTest : public ::testing::Test {
   CUfunction Kernel(const char* name) {
     if (samples_ == nullptr) {
       const char image[] =
-          "fill_u32 vector_add_f32 saxpy_f32 add_u64 spin_ns noop trap";
+          "fill_u32 vector_add_f32 saxpy_f32 add_u64 spin_ns noop trap "
+          "block_rank_u32 grid_barrier_u32";
       EXPECT_CU(CUDA_SUCCESS, cu.ModuleLoadData(&samples_, image));
     }
     CUfunction f = nullptr;

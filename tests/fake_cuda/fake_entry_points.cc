@@ -51,6 +51,8 @@ gpu::FunctionAttribute Gpu(CUfunction_attribute attribute) {
       return gpu::FunctionAttribute::kNumRegs;
     case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
       return gpu::FunctionAttribute::kMaxDynamicSharedSizeBytes;
+    case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED:
+      return gpu::FunctionAttribute::kNonPortableClusterSizeAllowed;
     default:
       return gpu::FunctionAttribute::kOther;
   }
@@ -88,6 +90,10 @@ CUresult ToCu(gpu::Result result) {
       return CUDA_ERROR_CONTEXT_IS_DESTROYED;
     case gpu::Result::kLaunchOutOfResources:
       return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+    case gpu::Result::kCooperativeLaunchTooLarge:
+      return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+    case gpu::Result::kInvalidClusterSize:
+      return CUDA_ERROR_INVALID_CLUSTER_SIZE;
     case gpu::Result::kInvalidResourceConfiguration:
       return CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
     case gpu::Result::kIllegalAddress:
@@ -198,6 +204,64 @@ CUresult Fake_cuLaunchKernel(CUfunction f, unsigned int grid_x,
   return ToCu(gpu::LaunchKernel(Gpu(f), grid_x, grid_y, grid_z, block_x,
                                 block_y, block_z, shared_bytes, Gpu(stream),
                                 params, extra));
+}
+
+// Clusters need compute capability 9.0 (CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH);
+// each attribute may appear once; others are not modelled (NOT_SUPPORTED
+// rather than silently ignored).
+CUresult Fake_cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f,
+                               void** params, void** extra) {
+  if (config == nullptr || (config->numAttrs > 0 && config->attrs == nullptr)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  gpu::LaunchShape shape{
+      {config->gridDimX, config->gridDimY, config->gridDimZ},
+      {config->blockDimX, config->blockDimY, config->blockDimZ},
+      config->sharedMemBytes,
+      {0, 0, 0},
+      false};
+  bool clustered = false, cooperative = false;
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    const CUlaunchAttribute& a = config->attrs[i];
+    switch (a.id) {
+      case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+        if (clustered) return CUDA_ERROR_INVALID_VALUE;
+        clustered = true;
+        if (ComputeCapability() < 90) return CUDA_ERROR_NOT_SUPPORTED;
+        shape.cluster[0] = a.value.clusterDim.x;
+        shape.cluster[1] = a.value.clusterDim.y;
+        shape.cluster[2] = a.value.clusterDim.z;
+        if (shape.cluster[0] == 0 || shape.cluster[1] == 0 ||
+            shape.cluster[2] == 0) {
+          return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+        }
+        break;
+      case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
+        if (cooperative) return CUDA_ERROR_INVALID_VALUE;
+        cooperative = true;
+        shape.cooperative = a.value.cooperative != 0;
+        break;
+      default:
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+  }
+  return ToCu(
+      gpu::LaunchKernelEx(Gpu(f), shape, Gpu(config->hStream), params, extra));
+}
+
+CUresult Fake_cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks,
+                                                          CUfunction f,
+                                                          int block_size,
+                                                          size_t shared) {
+  return ToCu(gpu::OccupancyMaxActiveBlocksPerMultiprocessor(
+      blocks, Gpu(f), block_size, shared));
+}
+
+CUresult Fake_cuOccupancyMaxPotentialClusterSize(int* size, CUfunction f,
+                                                 const CUlaunchConfig* config) {
+  if (config == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (ComputeCapability() < 90) return CUDA_ERROR_NOT_SUPPORTED;
+  return ToCu(gpu::OccupancyMaxPotentialClusterSize(size, Gpu(f)));
 }
 
 CUresult Fake_cuEventCreate(CUevent* event, unsigned int flags) {

@@ -73,6 +73,8 @@ const char* ResultName(Result result) {
     FAKEGPU_RESULT_NAME(kNotSupported)
     FAKEGPU_RESULT_NAME(kContextIsDestroyed)
     FAKEGPU_RESULT_NAME(kLaunchOutOfResources)
+    FAKEGPU_RESULT_NAME(kCooperativeLaunchTooLarge)
+    FAKEGPU_RESULT_NAME(kInvalidClusterSize)
     FAKEGPU_RESULT_NAME(kInvalidResourceConfiguration)
     FAKEGPU_RESULT_NAME(kIllegalAddress)
     FAKEGPU_RESULT_NAME(kMisalignedAddress)

@@ -33,6 +33,11 @@ enum class Result {
   kNotSupported,
   kContextIsDestroyed,
   kLaunchOutOfResources,
+  // A cooperative grid larger than the device holds resident at once.
+  kCooperativeLaunchTooLarge,
+  // A cluster the launch cannot have (grid not a multiple of it, too many
+  // blocks for the function).
+  kInvalidClusterSize,
   // An SM split or resource descriptor the device cannot make.
   kInvalidResourceConfiguration,
   // Faults of device work: sticky for the context (Context::Fault).
@@ -106,6 +111,8 @@ enum class FunctionAttribute {
   kSharedSizeBytes,  // static shared memory (the twins use none)
   kNumRegs,
   kMaxDynamicSharedSizeBytes,
+  // 0 or 1: clusters may grow past the portable 8 blocks, to 16.
+  kNonPortableClusterSizeAllowed,
   kOther,  // one the emulation does not model: reads as 0, cannot be set
 };
 
@@ -122,6 +129,15 @@ struct DeviceLimits {
   // Dynamic shared memory per block without and with opting in.
   int shared_per_block = 49152;
   int shared_per_block_optin = 232448;
+  // Residency per SM (occupancy): blocks, threads and shared memory (each
+  // block also takes 1 KiB that the driver reserves).
+  int max_blocks_per_sm = 32;
+  int max_threads_per_sm = 2048;
+  int shared_per_sm = 233472;
+  int reserved_shared_per_block = 1024;
+  // Blocks per cluster: portable, and with a function's opt-in.
+  int portable_cluster_size = 8;
+  int max_cluster_size = 16;
 };
 inline constexpr DeviceLimits kDeviceLimits;
 
@@ -256,6 +272,28 @@ Result LaunchKernel(FunctionHandle function, unsigned int grid_x,
                     unsigned int block_x, unsigned int block_y,
                     unsigned int block_z, unsigned int shared_bytes,
                     StreamHandle stream, void** params, void** extra);
+
+// The extended launch (cuLaunchKernelEx): LaunchKernel plus thread block
+// clusters (cluster all 0: none) and cooperative launches.
+struct LaunchShape {
+  unsigned grid[3];
+  unsigned block[3];
+  unsigned shared_bytes;
+  unsigned cluster[3];
+  bool cooperative;
+};
+Result LaunchKernelEx(FunctionHandle function, const LaunchShape& shape,
+                      StreamHandle stream, void** params, void** extra);
+
+// Occupancy: blocks of `block_size` threads and `dynamic_shared` bytes one
+// SM holds resident at once (0 when the function cannot run them).
+Result OccupancyMaxActiveBlocksPerMultiprocessor(int* blocks,
+                                                 FunctionHandle function,
+                                                 int block_size,
+                                                 size_t dynamic_shared);
+// The most blocks per cluster the function can launch with: the portable
+// size, or more once it allows non-portable sizes.
+Result OccupancyMaxPotentialClusterSize(int* size, FunctionHandle function);
 
 }  // namespace fakegpu
 

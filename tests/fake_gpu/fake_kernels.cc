@@ -36,8 +36,9 @@ Result Elements(Stream& stream, uint64_t addr, uint64_t count,
 }
 
 // fill_u32(uint32_t* out, uint32_t value, uint64_t n): out[i] = value.
-Result FillU32(Stream& stream, const unsigned char* args, uint64_t threads,
-               uint64_t) {
+Result FillU32(Stream& stream, const unsigned char* args,
+               const TwinLaunch& launch) {
+  const uint64_t threads = launch.threads;
   const auto out = Arg<uint64_t>(args, 0);
   const auto value = Arg<uint32_t>(args, 8);
   const uint64_t n = std::min(Arg<uint64_t>(args, 16), threads);
@@ -53,8 +54,9 @@ Result FillU32(Stream& stream, const unsigned char* args, uint64_t threads,
 
 // vector_add_f32(const float* a, const float* b, float* c, uint64_t n):
 // c[i] = a[i] + b[i].
-Result VectorAddF32(Stream& stream, const unsigned char* args, uint64_t threads,
-                    uint64_t) {
+Result VectorAddF32(Stream& stream, const unsigned char* args,
+                    const TwinLaunch& launch) {
+  const uint64_t threads = launch.threads;
   const auto a = Arg<uint64_t>(args, 0);
   const auto b = Arg<uint64_t>(args, 8);
   const auto c = Arg<uint64_t>(args, 16);
@@ -76,8 +78,9 @@ Result VectorAddF32(Stream& stream, const unsigned char* args, uint64_t threads,
 
 // saxpy_f32(float alpha, const float* x, float* y, uint64_t n):
 // y[i] = alpha * x[i] + y[i].
-Result SaxpyF32(Stream& stream, const unsigned char* args, uint64_t threads,
-                uint64_t) {
+Result SaxpyF32(Stream& stream, const unsigned char* args,
+                const TwinLaunch& launch) {
+  const uint64_t threads = launch.threads;
   const auto alpha = Arg<float>(args, 0);
   const auto x = Arg<uint64_t>(args, 8);
   const auto y = Arg<uint64_t>(args, 16);
@@ -100,8 +103,9 @@ Result SaxpyF32(Stream& stream, const unsigned char* args, uint64_t threads,
 
 // add_u64(unsigned long long* counter, uint64_t value): element 0 adds
 // value to counter[0], atomically (launches on other streams may race).
-Result AddU64(Stream& stream, const unsigned char* args, uint64_t threads,
-              uint64_t) {
+Result AddU64(Stream& stream, const unsigned char* args,
+              const TwinLaunch& launch) {
+  const uint64_t threads = launch.threads;
   const auto counter = Arg<uint64_t>(args, 0);
   const auto value = Arg<uint64_t>(args, 8);
   if (threads == 0) return Result::kSuccess;
@@ -120,8 +124,9 @@ Result AddU64(Stream& stream, const unsigned char* args, uint64_t threads,
 // at a time: SM-bound work, which a green context's partition slows in
 // proportion). The twin sleeps (waking early if the stream is stopped or
 // the context faults) instead of burning a core.
-Result SpinNs(Stream& stream, const unsigned char* args, uint64_t,
-              uint64_t blocks) {
+Result SpinNs(Stream& stream, const unsigned char* args,
+              const TwinLaunch& launch) {
+  const uint64_t blocks = launch.blocks;
   const uint64_t waves = (blocks + stream.sms() - 1) / stream.sms();
   const uint64_t ns =
       std::min(Arg<uint64_t>(args, 0), uint64_t{1} << 62 >> 20) *
@@ -133,14 +138,60 @@ Result SpinNs(Stream& stream, const unsigned char* args, uint64_t,
 }
 
 // noop(): nothing.
-Result Noop(Stream&, const unsigned char*, uint64_t, uint64_t) {
+Result Noop(Stream&, const unsigned char*, const TwinLaunch&) {
   return Result::kSuccess;
 }
 
 // trap(): a device trap, which the driver reports as a launch failure that
 // poisons the context.
-Result Trap(Stream&, const unsigned char*, uint64_t, uint64_t) {
+Result Trap(Stream&, const unsigned char*, const TwinLaunch&) {
   return Result::kLaunchFailed;
+}
+
+// block_rank_u32(uint32_t* out): out[linear block index] = the block's
+// rank in its cluster (%cluster_ctarank; 0 without clusters).
+Result BlockRankU32(Stream& stream, const unsigned char* args,
+                    const TwinLaunch& launch) {
+  const auto out = Arg<uint64_t>(args, 0);
+  std::shared_ptr<Allocation> hold;
+  if (Result r = Elements<uint32_t>(stream, out, launch.blocks, &hold);
+      r != Result::kSuccess) {
+    return r;
+  }
+  auto* p = reinterpret_cast<uint32_t*>(out);
+  const uint64_t gx = launch.grid[0], gxy = gx * launch.grid[1];
+  const unsigned* c = launch.cluster;
+  for (uint64_t b = 0; b < launch.blocks; ++b) {
+    const uint64_t x = b % gx, y = b % gxy / gx, z = b / gxy;
+    p[b] = static_cast<uint32_t>(x % c[0] + y % c[1] * c[0] +
+                                 z % c[2] * c[0] * c[1]);
+  }
+  return Result::kSuccess;
+}
+
+// grid_barrier_u32(uint32_t* out): block b stores b + 1 in out[b], then
+// grid.sync(), then stores the sum of out[0, blocks) in out[blocks + b].
+// cooperative_groups' grid.sync() traps outside a cooperative launch (its
+// grid workspace exists only there): a launch failure, as on the device.
+// A cooperative launch has every block resident, so the barrier holds.
+Result GridBarrierU32(Stream& stream, const unsigned char* args,
+                      const TwinLaunch& launch) {
+  if (!launch.cooperative) return Result::kLaunchFailed;
+  const auto out = Arg<uint64_t>(args, 0);
+  std::shared_ptr<Allocation> hold;
+  if (launch.blocks > UINT64_MAX / 2) return Result::kIllegalAddress;
+  if (Result r = Elements<uint32_t>(stream, out, 2 * launch.blocks, &hold);
+      r != Result::kSuccess) {
+    return r;
+  }
+  auto* p = reinterpret_cast<uint32_t*>(out);
+  uint32_t sum = 0;
+  for (uint64_t b = 0; b < launch.blocks; ++b) {
+    p[b] = static_cast<uint32_t>(b + 1);
+    sum += p[b];
+  }
+  for (uint64_t b = 0; b < launch.blocks; ++b) p[launch.blocks + b] = sum;
+  return Result::kSuccess;
 }
 
 constexpr Twin kTwins[] = {
@@ -155,6 +206,8 @@ constexpr Twin kTwins[] = {
     {"spin_ns", 1, {{0, 8}}, 64, &SpinNs},  // __launch_bounds__(64)
     {"noop", 0, {}, 1024, &Noop},
     {"trap", 0, {}, 1024, &Trap},
+    {"block_rank_u32", 1, {{0, 8}}, 1024, &BlockRankU32},
+    {"grid_barrier_u32", 1, {{0, 8}}, 1024, &GridBarrierU32},
 };
 
 }  // namespace

@@ -21,19 +21,28 @@ struct KernelParam {
   size_t size;
 };
 
+// The shape of one launch, as a twin sees it.
+struct TwinLaunch {
+  uint64_t threads = 0;  // grid.x * block.x (the kernels index along x)
+  uint64_t blocks = 0;   // the grid's volume
+  unsigned grid[3] = {1, 1, 1};
+  unsigned cluster[3] = {1, 1, 1};  // {1, 1, 1} without clusters
+  // Every block resident at once (the driver checked the grid fits).
+  bool cooperative = false;
+};
+
 struct Twin {
   const char* name;  // the extern "C" kernel name
   int param_count;
   KernelParam params[4];
   int max_threads_per_block;  // 1024, or the kernel's __launch_bounds__
   // Runs one launch on `stream`'s worker: `args` holds the parameters at
-  // their offsets (ArgsSize bytes), `threads` is grid.x * block.x (the
-  // kernels use the x dimension only), `blocks` the grid's volume. Returns
-  // Result::kSuccess or the fault (Result::kIllegalAddress,
-  // Result::kMisalignedAddress); a fault happens before any element is
-  // written.
-  Result (*run)(Stream& stream, const unsigned char* args, uint64_t threads,
-                uint64_t blocks);
+  // their offsets (ArgsSize bytes). Returns Result::kSuccess or the fault
+  // (Result::kIllegalAddress, Result::kMisalignedAddress,
+  // Result::kLaunchFailed for a trap); a fault happens before any element
+  // is written.
+  Result (*run)(Stream& stream, const unsigned char* args,
+                const TwinLaunch& launch);
 };
 
 // All twins.

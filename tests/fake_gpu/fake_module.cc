@@ -53,12 +53,41 @@ class Function {
   // client opts in to more (FuncSetAttribute), as on a GPU.
   int max_dynamic_shared() const { return max_dynamic_shared_.load(); }
   void set_max_dynamic_shared(int bytes) { max_dynamic_shared_.store(bytes); }
+  // FunctionAttribute::kNonPortableClusterSizeAllowed.
+  bool non_portable_clusters() const { return non_portable_clusters_.load(); }
+  void set_non_portable_clusters(bool on) { non_portable_clusters_.store(on); }
+  // The most blocks per cluster a launch may have.
+  int max_cluster_size() const {
+    return non_portable_clusters() ? kDeviceLimits.max_cluster_size
+                                   : kDeviceLimits.portable_cluster_size;
+  }
 
  private:
   const std::shared_ptr<Context> ctx_;
   const Twin* const twin_;
   std::atomic<int> max_dynamic_shared_{kDeviceLimits.shared_per_block};
+  std::atomic<bool> non_portable_clusters_{false};
 };
+
+// Blocks of `block_size` threads and `dynamic_shared` bytes that one SM
+// holds at once: bounded by blocks, threads (whole warps) and shared
+// memory per SM; 0 when a block cannot run at all.
+int ResidentBlocksPerSm(const Function& f, uint64_t block_size,
+                        uint64_t dynamic_shared) {
+  if (block_size == 0 ||
+      block_size > static_cast<uint64_t>(f.twin().max_threads_per_block) ||
+      dynamic_shared > static_cast<uint64_t>(f.max_dynamic_shared())) {
+    return 0;
+  }
+  const uint64_t warps_threads = (block_size + 31) / 32 * 32;
+  uint64_t blocks = kDeviceLimits.max_blocks_per_sm;
+  blocks = std::min<uint64_t>(blocks,
+                              kDeviceLimits.max_threads_per_sm / warps_threads);
+  blocks = std::min<uint64_t>(
+      blocks, kDeviceLimits.shared_per_sm /
+                  (dynamic_shared + kDeviceLimits.reserved_shared_per_block));
+  return static_cast<int>(blocks);
+}
 
 Registry<Module>& Modules() {
   static Registry<Module>* modules = new Registry<Module>;
@@ -237,6 +266,9 @@ Result FuncGetAttribute(int* pi, FunctionAttribute attrib,
     case FunctionAttribute::kNumRegs:
       *pi = 16;
       break;
+    case FunctionAttribute::kNonPortableClusterSizeAllowed:
+      *pi = f->non_portable_clusters() ? 1 : 0;
+      break;
     default:
       *pi = 0;
       break;
@@ -244,12 +276,18 @@ Result FuncGetAttribute(int* pi, FunctionAttribute attrib,
   return Result::kSuccess;
 }
 
-// Only MAX_DYNAMIC_SHARED_SIZE_BYTES, up to the device's opt-in maximum
-// (the twins use no static shared memory); others are NOT_SUPPORTED here.
+// MAX_DYNAMIC_SHARED_SIZE_BYTES, up to the device's opt-in maximum (the
+// twins use no static shared memory), and NON_PORTABLE_CLUSTER_SIZE_ALLOWED
+// (0 or 1); others are NOT_SUPPORTED here.
 Result FuncSetAttribute(FunctionHandle hfunc, FunctionAttribute attrib,
                         int value) {
   std::shared_ptr<Function> f;
   if (Result r = FindFunction(hfunc, &f); r != Result::kSuccess) return r;
+  if (attrib == FunctionAttribute::kNonPortableClusterSizeAllowed) {
+    if (value != 0 && value != 1) return Result::kInvalidValue;
+    f->set_non_portable_clusters(value == 1);
+    return Result::kSuccess;
+  }
   if (attrib != FunctionAttribute::kMaxDynamicSharedSizeBytes) {
     return Result::kNotSupported;
   }
@@ -259,14 +297,47 @@ Result FuncSetAttribute(FunctionHandle hfunc, FunctionAttribute attrib,
   return Result::kSuccess;
 }
 
-// Validates the launch at once (a bad configuration is an ordinary, not a
-// sticky, error) and enqueues the twin. The function and the stream must
-// belong to the calling thread's current context.
+Result OccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, FunctionHandle f,
+                                                 int block_size,
+                                                 size_t dynamic_shared) {
+  std::shared_ptr<Function> function;
+  if (Result r = FindFunction(f, &function); r != Result::kSuccess) return r;
+  if (blocks == nullptr || block_size <= 0) return Result::kInvalidValue;
+  *blocks = ResidentBlocksPerSm(*function, static_cast<uint64_t>(block_size),
+                                dynamic_shared);
+  return Result::kSuccess;
+}
+
+Result OccupancyMaxPotentialClusterSize(int* size, FunctionHandle f) {
+  std::shared_ptr<Function> function;
+  if (Result r = FindFunction(f, &function); r != Result::kSuccess) return r;
+  if (size == nullptr) return Result::kInvalidValue;
+  *size = function->max_cluster_size();
+  return Result::kSuccess;
+}
+
 Result LaunchKernel(FunctionHandle f, unsigned int gridDimX,
                     unsigned int gridDimY, unsigned int gridDimZ,
                     unsigned int blockDimX, unsigned int blockDimY,
                     unsigned int blockDimZ, unsigned int sharedMemBytes,
                     StreamHandle hStream, void** kernelParams, void** extra) {
+  return LaunchKernelEx(f,
+                        {{gridDimX, gridDimY, gridDimZ},
+                         {blockDimX, blockDimY, blockDimZ},
+                         sharedMemBytes,
+                         {0, 0, 0},
+                         false},
+                        hStream, kernelParams, extra);
+}
+
+// Validates the launch at once (a bad configuration is an ordinary, not a
+// sticky, error) and enqueues the twin. The function and the stream must
+// belong to the calling thread's current context. A cluster must divide
+// the grid and fit the function's cluster size; a cooperative grid must
+// fit what the stream's SMs hold resident (COOPERATIVE_LAUNCH_TOO_LARGE),
+// as cuLaunchKernelEx documents.
+Result LaunchKernelEx(FunctionHandle f, const LaunchShape& shape,
+                      StreamHandle hStream, void** kernelParams, void** extra) {
   std::shared_ptr<Function> function;
   if (Result r = FindFunction(f, &function); r != Result::kSuccess) return r;
   std::shared_ptr<Stream> stream;
@@ -276,33 +347,58 @@ Result LaunchKernel(FunctionHandle f, unsigned int gridDimX,
   }
   if (function->owner() != stream->owner()) return Result::kInvalidHandle;
   const Twin& twin = function->twin();
-  if (gridDimX == 0 || gridDimY == 0 || gridDimZ == 0 || blockDimX == 0 ||
-      blockDimY == 0 || blockDimZ == 0 ||
-      !Within(gridDimX, kDeviceLimits.max_grid_dim[0]) ||
-      !Within(gridDimY, kDeviceLimits.max_grid_dim[1]) ||
-      !Within(gridDimZ, kDeviceLimits.max_grid_dim[2]) ||
-      !Within(blockDimX, kDeviceLimits.max_block_dim[0]) ||
-      !Within(blockDimY, kDeviceLimits.max_block_dim[1]) ||
-      !Within(blockDimZ, kDeviceLimits.max_block_dim[2]) ||
-      sharedMemBytes > static_cast<unsigned>(function->max_dynamic_shared())) {
-    // More dynamic shared memory than the function opted in to.
+  for (int d = 0; d < 3; ++d) {
+    if (shape.grid[d] == 0 || shape.block[d] == 0 ||
+        !Within(shape.grid[d], kDeviceLimits.max_grid_dim[d]) ||
+        !Within(shape.block[d], kDeviceLimits.max_block_dim[d])) {
+      return Result::kInvalidValue;
+    }
+  }
+  // More dynamic shared memory than the function opted in to.
+  if (shape.shared_bytes >
+      static_cast<unsigned>(function->max_dynamic_shared())) {
     return Result::kInvalidValue;
   }
-  const uint64_t block = uint64_t{blockDimX} * blockDimY * blockDimZ;
+  const uint64_t block =
+      uint64_t{shape.block[0]} * shape.block[1] * shape.block[2];
   if (block > static_cast<uint64_t>(kDeviceLimits.max_threads_per_block))
     return Result::kInvalidValue;
   if (block > static_cast<uint64_t>(twin.max_threads_per_block)) {
     return Result::kLaunchOutOfResources;  // beyond __launch_bounds__
+  }
+  TwinLaunch launch;
+  launch.blocks = uint64_t{shape.grid[0]} * shape.grid[1] * shape.grid[2];
+  launch.threads = uint64_t{shape.grid[0]} * shape.block[0];
+  for (int d = 0; d < 3; ++d) launch.grid[d] = shape.grid[d];
+  const bool clustered =
+      shape.cluster[0] != 0 || shape.cluster[1] != 0 || shape.cluster[2] != 0;
+  if (clustered) {
+    uint64_t volume = 1;
+    for (int d = 0; d < 3; ++d) {
+      if (shape.cluster[d] == 0 || shape.grid[d] % shape.cluster[d] != 0) {
+        return Result::kInvalidClusterSize;
+      }
+      volume *= shape.cluster[d];
+      launch.cluster[d] = shape.cluster[d];
+    }
+    if (volume > static_cast<uint64_t>(function->max_cluster_size())) {
+      return Result::kInvalidClusterSize;
+    }
+  }
+  if (shape.cooperative) {
+    const uint64_t resident =
+        uint64_t(ResidentBlocksPerSm(*function, block, shape.shared_bytes)) *
+        stream->sms();
+    if (launch.blocks > resident) return Result::kCooperativeLaunchTooLarge;
+    launch.cooperative = true;
   }
   std::array<unsigned char, kMaxArgsSize> args{};
   if (Result r = GatherArgs(twin, kernelParams, extra, args.data());
       r != Result::kSuccess) {
     return r;
   }
-  const uint64_t threads = uint64_t{gridDimX} * blockDimX;
-  const uint64_t blocks = uint64_t{gridDimX} * gridDimY * gridDimZ;
-  return EnqueueOp(*stream, [twin = &twin, args, threads, blocks](Stream& s) {
-    return twin->run(s, args.data(), threads, blocks);
+  return EnqueueOp(*stream, [twin = &twin, args, launch](Stream& s) {
+    return twin->run(s, args.data(), launch);
   });
 }
 

@@ -72,7 +72,10 @@ Error ToHip(gpu::Result r) {
       return api::kErrorContextIsDestroyed;
     case gpu::Result::kLaunchOutOfResources:
       return api::kErrorLaunchOutOfResources;
-    // HIP has no green contexts; its skin never asks for one.
+    // HIP has no green contexts, clusters or module cooperative launches;
+    // its skin never asks for them.
+    case gpu::Result::kCooperativeLaunchTooLarge:
+    case gpu::Result::kInvalidClusterSize:
     case gpu::Result::kInvalidResourceConfiguration:
       return api::kErrorInvalidValue;
     case gpu::Result::kIllegalAddress:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Any, List, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import grpc
 
@@ -150,7 +150,9 @@ def _is_real(value: Any) -> bool:
 
 def fill_launch(command: Any, queue_id: int, module: str, kernel: str,
                 grid: Tuple[int, int, int], block: Tuple[int, int, int],
-                shared_memory_bytes: int, args: List[Converted]) -> None:
+                shared_memory_bytes: int, args: List[Converted],
+                cluster: Optional[Tuple[int, int, int]] = None,
+                cooperative: bool = False) -> None:
     """Fills ``command`` (a Command) with the LaunchKernelRequest."""
     launch = command.launch_kernel
     launch.queue_id = queue_id
@@ -162,6 +164,11 @@ def fill_launch(command: Any, queue_id: int, module: str, kernel: str,
     b.x, b.y, b.z = block
     if shared_memory_bytes:
         launch.shared_memory_bytes = shared_memory_bytes
+    if cluster is not None:
+        c = launch.cluster
+        c.x, c.y, c.z = cluster
+    if cooperative:
+        launch.cooperative = True
     add = launch.args.add
     for field, value in args:
         if field == "buffer":

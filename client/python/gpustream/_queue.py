@@ -268,11 +268,20 @@ class Queue(SessionObject):
     # -- kernels ---------------------------------------------------------
 
     def launch(self, module: str, kernel: str, grid: Any, block: Any,
-               *args: Any, shared_memory_bytes: int = 0) -> None:
+               *args: Any, shared_memory_bytes: int = 0,
+               cluster: Any = None, cooperative: bool = False) -> None:
         """Enqueues ``module.kernel<<<grid, block, shared_memory_bytes>>>
         (*args)``.
 
-        ``grid``/``block``: an int or 1 to 3 ints. ``args`` are checked
+        ``grid``/``block``: an int or 1 to 3 ints. ``cluster`` (an int or 1
+        to 3 ints; None: no clusters) groups consecutive blocks into thread
+        block clusters: every grid dimension must be a multiple of it
+        (INVALID_ARGUMENT) and its volume at most the device's
+        ``max_cluster_size`` and the kernel's limit (OUT_OF_RANGE).
+        ``cooperative=True`` makes every block co-resident, so blocks may
+        synchronize grid-wide (OUT_OF_RANGE for a grid larger than the
+        device holds). A device without the feature answers UNIMPLEMENTED;
+        these come back from the queue's next ``synchronize()``. ``args`` are checked
         against the kernel's declared parameters (``Client.list_modules``,
         cached) before anything is sent: int → I32/U32/I64/U64
         (range-checked), float → F32/F64, ``Buffer`` or ``(Buffer, offset)``
@@ -292,11 +301,26 @@ class Queue(SessionObject):
         if shared_memory_bytes:
             shared_memory_bytes = u64(shared_memory_bytes,
                                        "shared_memory_bytes")
+        # None, 0 or all zeros: no clusters (as the API's unset Dim3).
+        if cluster is not None and not isinstance(cluster, bool):
+            try:
+                if not any(cluster if hasattr(cluster, "__iter__")
+                           else [cluster]):
+                    cluster = None
+            except TypeError:
+                pass
+        c3 = (None if cluster is None
+              else _args.dim3(cluster, f"{name}: cluster"))
+        if not isinstance(cooperative, bool):
+            raise Error(grpc.StatusCode.INVALID_ARGUMENT,
+                        f"{name}: cooperative must be a bool, not "
+                        f"{cooperative!r:.60}")
         queue_id = self.id
         self._core.enqueue(
             queue_id, "launch_kernel", name,
             lambda c: _args.fill_launch(c, queue_id, module, kernel, g, b,
-                                        shared_memory_bytes, converted))
+                                        shared_memory_bytes, converted,
+                                        c3, cooperative))
 
     # -- memory ----------------------------------------------------------
 

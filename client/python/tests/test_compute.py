@@ -4,8 +4,11 @@ import os
 import subprocess
 import sys
 
+import grpc
 import numpy as np
 import pytest
+
+import gpustream
 
 N = 1 << 20  # 1M floats: 4 MiB per vector.
 BLOCK = 256
@@ -72,6 +75,44 @@ def test_fill_copy_and_kernel_fill(session):
     words = q.read(b, dtype=np.uint32)
     np.testing.assert_array_equal(words[:8], [5] * 8)
     np.testing.assert_array_equal(words[8:], [0xDEADBEEF] * 8)
+
+
+def test_clusters_and_a_cooperative_grid_barrier(session):
+    q = session.default_queue
+    ranks = session.allocate(16 * 4)
+    q.launch("samples", "block_rank_u32", (8, 2), 1, ranks, cluster=(4, 2))
+    got = q.read(ranks, dtype=np.uint32).reshape(2, 8)
+    np.testing.assert_array_equal(
+        got, [[x % 4 + 4 * y for x in range(8)] for y in range(2)])
+    words = session.allocate(2 * 8 * 32 * 4)
+    q.launch("samples", "grid_barrier_u32", 8, 32, words, cooperative=True)
+    barrier = q.read(words, dtype=np.uint32)[:16]
+    np.testing.assert_array_equal(barrier[:8], np.arange(1, 9))
+    np.testing.assert_array_equal(barrier[8:], [36] * 8)
+
+
+def test_launch_configuration_errors(session):
+    q = session.default_queue
+    out = session.allocate(1 << 16)
+    q.launch("samples", "block_rank_u32", 6, 1, out, cluster=4)
+    with pytest.raises(gpustream.Error) as e:
+        q.synchronize()
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "not a multiple of cluster" in str(e.value)
+    q.launch("samples", "block_rank_u32", 16, 1, out, cluster=16)
+    with pytest.raises(gpustream.Error) as e:
+        q.synchronize()
+    assert e.value.code == grpc.StatusCode.OUT_OF_RANGE
+    assert "max_cluster_size 8" in str(e.value)
+    with pytest.raises(gpustream.Error) as e:
+        q.launch("samples", "noop", 1, 1, cluster=(1, 2, 3, 4))
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    q.launch("samples", "noop", 1, 1, cluster=(0, 0, 0))  # none
+    q.launch("samples", "noop", 1, 1, cluster=0)
+    q.synchronize()
+    with pytest.raises(gpustream.Error) as e:
+        q.launch("samples", "noop", 1, 1, cooperative=1)
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
 
 
 def test_add_u64_and_buffer_offsets(session):

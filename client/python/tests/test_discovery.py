@@ -26,6 +26,8 @@ def test_devices(client):
     assert [d.id for d in devices] == [0]
     assert devices[0].backend == "cpu"
     assert devices[0].supports_host_func
+    assert devices[0].max_cluster_size == 8
+    assert devices[0].supports_cooperative_launch
 
 
 def test_modules_declare_the_sample_kernels(client):

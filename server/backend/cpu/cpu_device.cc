@@ -40,6 +40,8 @@ CpuDevice::CpuDevice(const CpuDeviceOptions& options)
   info_.max_block = {1024, 1024, 64};
   info_.max_threads_per_block = kCpuMaxThreadsPerBlock;
   info_.max_shared_memory_bytes = kCpuMaxSharedMemoryBytes;
+  info_.max_cluster_size = kCpuMaxClusterSize;
+  info_.supports_cooperative_launch = true;
 }
 
 CpuDevice::~CpuDevice() {

@@ -4,10 +4,14 @@
 #include <dlfcn.h>
 
 #include <cstring>
+#include <system_error>
+#include <thread>
 #include <type_traits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "server/backend/cpu/cpu_buffer.h"
 
 namespace gpustream::backend {
@@ -101,6 +105,61 @@ absl::Status ReadExtents(const GsKernelDef& kdef, const GsExtent* extents,
 
 }  // namespace
 
+namespace {
+
+// Outside a cooperative launch there is no grid to synchronize: fail at
+// once, as grid.sync() traps on a GPU.
+int NoGridSync(const GsLaunch*) { return 1; }
+
+// The barrier of one cooperative launch: every block's call arrives, the
+// last one releases the rest. A waiter polls the launch's stop word, so a
+// stopped launch never leaves blocks waiting for one that returned.
+class GridBarrier {
+ public:
+  explicit GridBarrier(uint64_t blocks) : blocks_(blocks) {}
+
+  static int Sync(const GsLaunch* launch) {
+    auto* barrier = static_cast<GridBarrier*>(launch->daemon);
+    return barrier->Arrive(launch->stop_requested) ? 0 : 1;
+  }
+
+  // A block failed (or could not start): every block waiting now or later
+  // gets nonzero, as a fault ends a whole grid on a GPU.
+  void Break() {
+    absl::MutexLock lock(&mu_);
+    broken_ = true;
+  }
+
+ private:
+  bool Arrive(const volatile int* stop) {
+    absl::MutexLock lock(&mu_);
+    const uint64_t generation = generation_;
+    if (broken_) return false;
+    if (++arrived_ == blocks_) {
+      arrived_ = 0;
+      ++generation_;
+      return true;
+    }
+    auto released = [this, generation]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return generation_ != generation || broken_;
+    };
+    while (!released()) {
+      if (__atomic_load_n(stop, __ATOMIC_ACQUIRE) != 0) return false;
+      // The stop word has no wake-up of its own: polled each 10 ms.
+      mu_.AwaitWithTimeout(absl::Condition(&released), absl::Milliseconds(10));
+    }
+    return generation_ != generation;
+  }
+
+  const uint64_t blocks_;
+  absl::Mutex mu_;
+  uint64_t arrived_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace
+
 absl::Status CpuKernel::Run(const LaunchConfig& config,
                             std::vector<KernelArg>& args,
                             const volatile int* stop_requested) const {
@@ -112,22 +171,89 @@ absl::Status CpuKernel::Run(const LaunchConfig& config,
     arg_ptr = many.data();
   }
   for (size_t i = 0; i < args.size(); ++i) arg_ptr[i] = ToGsArg(args[i]);
-  char error[256] = {0};
-  const GsLaunch launch = {
-      {config.grid.x, config.grid.y, config.grid.z},
-      {config.block.x, config.block.y, config.block.z},
-      arg_ptr,
-      static_cast<uint32_t>(args.size()),
-      error,
-      sizeof(error),
-      stop_requested,
+  const Dim3 cluster = config.clustered ? config.cluster : Dim3{};
+  const uint64_t blocks = config.grid.Volume();
+  GsLaunch launch = {
+      .grid = {config.grid.x, config.grid.y, config.grid.z},
+      .block = {config.block.x, config.block.y, config.block.z},
+      .args = arg_ptr,
+      .num_args = static_cast<uint32_t>(args.size()),
+      .error = nullptr,
+      .error_size = 0,
+      .stop_requested = stop_requested,
+      .first_block = 0,
+      .block_count = blocks,
+      .cluster = {cluster.x, cluster.y, cluster.z},
+      .cooperative = config.cooperative ? 1u : 0u,
+      .grid_sync = &NoGridSync,
+      .daemon = nullptr,
   };
-  if (fn_(&launch) != 0) {
-    error[sizeof(error) - 1] = '\0';
-    return absl::InternalError(
-        absl::StrCat("kernel fault in ", signature_.name, ": ", error));
+  // Kernels of ABI 1 to 3 run the whole grid in one call, cooperative or
+  // not (they know no grid barrier).
+  if (!config.cooperative || abi_version_ < 4) {
+    char error[256] = {0};
+    launch.error = error;
+    launch.error_size = sizeof(error);
+    return Finish(fn_(&launch), error);
+  }
+  // Cooperative: one call per block, all at once, the first on this thread
+  // (the queue's execution thread, whose stop word they share).
+  GridBarrier barrier(blocks);
+  launch.grid_sync = &GridBarrier::Sync;
+  launch.daemon = &barrier;
+  struct Block {
+    GsLaunch launch;
+    char error[256] = {0};
+    int result = 0;
+  };
+  std::vector<Block> calls(blocks);
+  for (uint64_t b = 0; b < blocks; ++b) {
+    calls[b].launch = launch;
+    calls[b].launch.first_block = b;
+    calls[b].launch.block_count = 1;
+    calls[b].launch.error = calls[b].error;
+    calls[b].launch.error_size = sizeof(calls[b].error);
+  }
+  auto run = [this, &barrier](Block* call) {
+    call->result = fn_(&call->launch);
+    if (call->result != 0) barrier.Break();
+  };
+  std::vector<std::thread> threads;
+  threads.reserve(blocks - 1);
+  absl::Status started;
+  for (uint64_t b = 1; b < blocks; ++b) {
+    try {
+      threads.emplace_back(run, &calls[b]);
+    } catch (const std::system_error& e) {
+      // Out of threads: the blocks already started must not wait for the
+      // rest.
+      barrier.Break();
+      started = absl::ResourceExhaustedError(absl::StrCat(
+          "cooperative launch of ", signature_.name, ": no thread for block ",
+          b, " of ", blocks, " (", e.what(), ")"));
+      break;
+    }
+  }
+  if (started.ok()) run(&calls[0]);
+  for (std::thread& t : threads) t.join();
+  if (!started.ok()) return started;
+  // The block that says why (the others may only have been released).
+  for (Block& call : calls) {
+    if (call.result != 0 && call.error[0] != '\0') {
+      return Finish(call.result, call.error);
+    }
+  }
+  for (Block& call : calls) {
+    if (call.result != 0) return Finish(call.result, call.error);
   }
   return absl::OkStatus();
+}
+
+absl::Status CpuKernel::Finish(int result, char* error) const {
+  if (result == 0) return absl::OkStatus();
+  error[255] = '\0';
+  return absl::InternalError(
+      absl::StrCat("kernel fault in ", signature_.name, ": ", error));
 }
 
 absl::StatusOr<std::unique_ptr<CpuModule>> CpuModule::Create(
@@ -139,7 +265,9 @@ absl::StatusOr<std::unique_ptr<CpuModule>> CpuModule::Create(
   // ABI 2 only appended GsLaunch::stop_requested, which ABI 1 kernels never
   // read: they run unchanged (and cannot be stopped early). ABI 3 appended
   // GsModuleDef::extents, read only from ABI 3 modules: older modules'
-  // kernels load unchecked.
+  // kernels load unchecked. ABI 4 appended GsLaunch's block range, cluster
+  // and cooperative fields: older kernels never read them, and get the
+  // whole grid in one call (Run).
   if (def->abi_version < GS_CPU_MODULE_MIN_ABI_VERSION ||
       def->abi_version > GS_CPU_MODULE_ABI_VERSION) {
     return absl::InvalidArgumentError(
@@ -190,7 +318,8 @@ absl::StatusOr<std::unique_ptr<CpuModule>> CpuModule::Create(
     std::string name = sig.name;
     if (!module->kernels_
              .emplace(std::move(name),
-                      std::make_unique<CpuKernel>(std::move(sig), kdef.fn))
+                      std::make_unique<CpuKernel>(std::move(sig), kdef.fn,
+                                                  def->abi_version))
              .second) {
       return absl::InvalidArgumentError(
           absl::StrCat(origin, ": kernel ", kdef.name, " is declared twice"));

@@ -3,9 +3,11 @@
 // tests/conformance, and cpu_scheduler_test).
 #include "server/backend/cpu/cpu_module.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -14,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "server/backend/cpu/cpu_buffer.h"
@@ -27,7 +30,7 @@ TEST(CpuModuleLoadTest, LoadsSharedLibraryModule) {
   auto module = LoadCpuModule(path);
   ASSERT_TRUE(module.ok()) << module.status();
   EXPECT_EQ((*module)->info().name, "samples");
-  EXPECT_EQ((*module)->info().kernels.size(), 7u);
+  EXPECT_EQ((*module)->info().kernels.size(), 9u);
   const KernelSignature& fill = (*module)->info().kernels[0];
   ASSERT_EQ(fill.layout.size(), fill.params.size());
   EXPECT_EQ(fill.limits.max_threads_per_block, kCpuMaxThreadsPerBlock);
@@ -44,14 +47,14 @@ std::unique_ptr<CpuModule> Samples() {
   return module.ok() ? *std::move(module) : nullptr;
 }
 
-TEST(CpuModuleAbiTest, LoadsAbiOneToThreeOnly) {
+TEST(CpuModuleAbiTest, LoadsAbiOneToFourOnly) {
   GsModuleDef def = *gpustream_cpu_module();
-  EXPECT_EQ(def.abi_version, 3u);
-  for (uint32_t bad : {0u, 4u}) {
+  EXPECT_EQ(def.abi_version, 4u);
+  for (uint32_t bad : {0u, 5u}) {
     def.abi_version = bad;
     auto module = CpuModule::Create(&def, "bad");
     EXPECT_EQ(module.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(module.status().message().find("supports 1 to 3"),
+    EXPECT_NE(module.status().message().find("supports 1 to 4"),
               std::string::npos)
         << module.status();
   }
@@ -178,6 +181,135 @@ TEST(CpuModuleAbiTest, ThreadCountSaturates) {
   uint64_t v;
   std::memcpy(&v, out.data(), 8);
   EXPECT_EQ(v, 5u);
+}
+
+// What each call of a kernel saw: its block range and whether it was
+// cooperative. Written by concurrent calls.
+struct Seen {
+  absl::Mutex mu;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges ABSL_GUARDED_BY(mu);
+  int cooperative ABSL_GUARDED_BY(mu) = 0;
+};
+Seen* g_seen = nullptr;
+
+int RecordCall(const GsLaunch* l) {
+  absl::MutexLock lock(&g_seen->mu);
+  g_seen->ranges.push_back({l->first_block, l->block_count});
+  g_seen->cooperative += l->cooperative != 0;
+  return 0;
+}
+
+// A module of one parameterless kernel `k` (the table is copied on load).
+std::unique_ptr<CpuModule> OneKernel(uint32_t abi, GsKernelFn fn) {
+  const GsKernelDef kernels[1] = {{"k", nullptr, 0, fn}};
+  const GsModuleDef def = {abi, "m", kernels, 1, nullptr};
+  auto module = CpuModule::Create(&def, "m.so");
+  EXPECT_TRUE(module.ok()) << module.status();
+  return module.ok() ? *std::move(module) : nullptr;
+}
+
+LaunchConfig CooperativeGrid(uint32_t blocks) {
+  LaunchConfig config;
+  config.grid = {blocks};
+  config.cooperative = true;
+  return config;
+}
+
+// ABI 4 kernels run a cooperative grid one call per block, all at once;
+// older kernels know no block range and get one call for the whole grid.
+TEST(CpuModuleAbiTest, CooperativeLaunchesCallAbiFourKernelsPerBlock) {
+  Seen seen;
+  g_seen = &seen;
+  const volatile int stop = 0;
+  std::vector<KernelArg> none;
+  for (uint32_t abi : {3u, 4u}) {
+    auto module = OneKernel(abi, &RecordCall);
+    ASSERT_NE(module, nullptr);
+    const auto& k = static_cast<const CpuKernel&>(**module->FindKernel("k"));
+    ASSERT_TRUE(k.Run(CooperativeGrid(5), none, &stop).ok());
+    absl::MutexLock lock(&seen.mu);
+    std::sort(seen.ranges.begin(), seen.ranges.end());
+    if (abi == 3) {
+      EXPECT_EQ(seen.ranges,
+                (std::vector<std::pair<uint64_t, uint64_t>>{{0, 5}}));
+    } else {
+      EXPECT_EQ(seen.ranges, (std::vector<std::pair<uint64_t, uint64_t>>{
+                                 {0, 1}, {1, 1}, {2, 1}, {3, 1}, {4, 1}}));
+      EXPECT_EQ(seen.cooperative, 5);
+    }
+    seen.ranges.clear();
+    seen.cooperative = 0;
+  }
+  g_seen = nullptr;
+}
+
+// Block 1 returns without reaching the barrier: the others wait in it
+// until the launch is asked to stop, then get nonzero and fail; the launch
+// returns (no block is left waiting) with the first failing block's error.
+int SkipsTheBarrierInBlockOne(const GsLaunch* l) {
+  if (l->first_block == 1) return 0;
+  if (gs_grid_sync(l) != 0) {
+    std::snprintf(l->error, l->error_size, "stopped in the barrier");
+    return 1;
+  }
+  return 0;
+}
+
+TEST(CpuModuleAbiTest, AStopReleasesBlocksWaitingInTheGridBarrier) {
+  auto module = OneKernel(4, &SkipsTheBarrierInBlockOne);
+  ASSERT_NE(module, nullptr);
+  const auto& k = static_cast<const CpuKernel&>(**module->FindKernel("k"));
+  volatile int stop = 0;
+  std::vector<KernelArg> none;
+  std::atomic<bool> returned{false};
+  absl::Status status;
+  std::thread runner([&] {
+    status = k.Run(CooperativeGrid(4), none, &stop);
+    returned = true;
+  });
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_FALSE(returned.load());
+  __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+  runner.join();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal) << status;
+  EXPECT_NE(status.message().find("stopped in the barrier"), std::string::npos)
+      << status;
+}
+
+// Block 2 faults before the barrier: the others are released at once
+// (not at the time limit) and the launch reports the fault.
+int FaultsInBlockTwo(const GsLaunch* l) {
+  if (l->first_block == 2) {
+    std::snprintf(l->error, l->error_size, "block 2 faulted");
+    return 1;
+  }
+  return gs_grid_sync(l) != 0 ? 1 : 0;
+}
+
+TEST(CpuModuleAbiTest, AFaultingBlockReleasesTheGrid) {
+  auto module = OneKernel(4, &FaultsInBlockTwo);
+  ASSERT_NE(module, nullptr);
+  const auto& k = static_cast<const CpuKernel&>(**module->FindKernel("k"));
+  const volatile int stop = 0;  // Never set: only the fault can release.
+  std::vector<KernelArg> none;
+  const absl::Time start = absl::Now();
+  absl::Status status = k.Run(CooperativeGrid(6), none, &stop);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal) << status;
+  EXPECT_NE(status.message().find("block 2 faulted"), std::string::npos)
+      << status;
+}
+
+// Outside a cooperative launch the barrier fails at once.
+TEST(CpuModuleAbiTest, GridSyncOutsideACooperativeLaunchFails) {
+  auto module = OneKernel(4, &SkipsTheBarrierInBlockOne);
+  ASSERT_NE(module, nullptr);
+  const auto& k = static_cast<const CpuKernel&>(**module->FindKernel("k"));
+  const volatile int stop = 0;
+  std::vector<KernelArg> none;
+  LaunchConfig config;
+  config.grid = {4};
+  EXPECT_EQ(k.Run(config, none, &stop).code(), absl::StatusCode::kInternal);
 }
 
 }  // namespace

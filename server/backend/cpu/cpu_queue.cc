@@ -394,6 +394,12 @@ absl::Status CpuQueue::Work(
 absl::Status CpuQueue::Launch(const Kernel& kernel, const LaunchConfig& config,
                               std::vector<KernelArg> args) {
   const auto& cpu_kernel = static_cast<const CpuKernel&>(kernel);
+  if (config.cooperative && config.grid.Volume() > kCpuMaxCooperativeBlocks) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "cooperative grid of ", config.grid.Volume(),
+        " blocks: the CPU device holds at most ", kCpuMaxCooperativeBlocks,
+        " blocks resident at once (one thread each)"));
+  }
   return Work([&cpu_kernel, config, args = std::move(args)](
                   const CpuOp::Context& c) mutable -> absl::Status {
     if (c.dropped) return absl::OkStatus();

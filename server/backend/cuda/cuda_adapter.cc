@@ -90,6 +90,17 @@ absl::StatusOr<GpuDeviceProperties> CudaAdapter::DeviceProperties(
     p.info.max_shared_memory_bytes =
         u(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
   }
+  // No attribute states the largest cluster: 8 blocks is portable from
+  // sm_90 on, and Hopper and Blackwell data-center parts (sm_90, sm_100)
+  // run 16 for kernels that allow non-portable sizes, which the daemon
+  // sets on every kernel. Each launch is checked against the kernel's own
+  // limit too (MaxClusterSize).
+  if (attr(CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH) != 0) {
+    const int major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+    p.info.max_cluster_size = major == 9 || major == 10 ? 16 : 8;
+  }
+  p.info.supports_cooperative_launch =
+      attr(CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH) != 0;
   return p;
 }
 
@@ -571,14 +582,88 @@ absl::Status CudaAdapter::SetMaxDynamicShared(GpuFunctionHandle function,
       "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", driver_.get());
 }
 
-absl::Status CudaAdapter::LaunchKernel(GpuFunctionHandle function, Dim3 grid,
-                                       Dim3 block, uint32_t shared_bytes,
+absl::Status CudaAdapter::AllowNonPortableClusters(
+    GpuFunctionHandle function) const {
+  return ToStatus(
+      driver_->cuFuncSetAttribute(
+          Cu(function), CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+      "cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED)", driver_.get());
+}
+
+namespace {
+
+CUlaunchConfig ToCuConfig(const LaunchConfig& config, CUstream stream) {
+  CUlaunchConfig c{};
+  c.gridDimX = config.grid.x;
+  c.gridDimY = config.grid.y;
+  c.gridDimZ = config.grid.z;
+  c.blockDimX = config.block.x;
+  c.blockDimY = config.block.y;
+  c.blockDimZ = config.block.z;
+  c.sharedMemBytes = config.shared_memory_bytes;
+  c.hStream = stream;
+  return c;
+}
+
+}  // namespace
+
+absl::StatusOr<uint32_t> CudaAdapter::MaxClusterSize(
+    GpuFunctionHandle function, const LaunchConfig& config) const {
+  const CUlaunchConfig c = ToCuConfig(config, nullptr);
+  int size = 0;
+  if (absl::Status s = ToStatus(
+          driver_->cuOccupancyMaxPotentialClusterSize(&size, Cu(function), &c),
+          "cuOccupancyMaxPotentialClusterSize", driver_.get());
+      !s.ok()) {
+    return s;
+  }
+  return static_cast<uint32_t>(size);
+}
+
+absl::StatusOr<uint32_t> CudaAdapter::ResidentBlocksPerSm(
+    GpuFunctionHandle function, uint32_t block_threads,
+    uint32_t shared_bytes) const {
+  int blocks = 0;
+  if (absl::Status s = ToStatus(
+          driver_->cuOccupancyMaxActiveBlocksPerMultiprocessor(
+              &blocks, Cu(function), static_cast<int>(block_threads),
+              shared_bytes),
+          "cuOccupancyMaxActiveBlocksPerMultiprocessor", driver_.get());
+      !s.ok()) {
+    return s;
+  }
+  return static_cast<uint32_t>(blocks);
+}
+
+absl::Status CudaAdapter::LaunchKernel(GpuFunctionHandle function,
+                                       const LaunchConfig& config,
                                        GpuStreamHandle stream,
                                        void** params) const {
-  return ToStatus(driver_->cuLaunchKernel(
-                      Cu(function), grid.x, grid.y, grid.z, block.x, block.y,
-                      block.z, shared_bytes, Cu(stream), params, nullptr),
-                  "cuLaunchKernel", driver_.get());
+  if (!config.clustered && !config.cooperative) {
+    return ToStatus(
+        driver_->cuLaunchKernel(Cu(function), config.grid.x, config.grid.y,
+                                config.grid.z, config.block.x, config.block.y,
+                                config.block.z, config.shared_memory_bytes,
+                                Cu(stream), params, nullptr),
+        "cuLaunchKernel", driver_.get());
+  }
+  CUlaunchAttribute attrs[2] = {};
+  CUlaunchConfig c = ToCuConfig(config, Cu(stream));
+  c.attrs = attrs;
+  if (config.clustered) {
+    CUlaunchAttribute& a = attrs[c.numAttrs++];
+    a.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    a.value.clusterDim.x = config.cluster.x;
+    a.value.clusterDim.y = config.cluster.y;
+    a.value.clusterDim.z = config.cluster.z;
+  }
+  if (config.cooperative) {
+    CUlaunchAttribute& a = attrs[c.numAttrs++];
+    a.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    a.value.cooperative = 1;
+  }
+  return ToStatus(driver_->cuLaunchKernelEx(&c, Cu(function), params, nullptr),
+                  "cuLaunchKernelEx", driver_.get());
 }
 
 }  // namespace gpustream::backend

@@ -89,8 +89,15 @@ class CudaAdapter : public GpuDriver {
   GpuFunctionLimits FunctionLimits(GpuFunctionHandle function) const override;
   absl::Status SetMaxDynamicShared(GpuFunctionHandle function,
                                    uint32_t bytes) const override;
-  absl::Status LaunchKernel(GpuFunctionHandle function, Dim3 grid, Dim3 block,
-                            uint32_t shared_bytes, GpuStreamHandle stream,
+  absl::Status AllowNonPortableClusters(
+      GpuFunctionHandle function) const override;
+  absl::StatusOr<uint32_t> MaxClusterSize(
+      GpuFunctionHandle function, const LaunchConfig& config) const override;
+  absl::StatusOr<uint32_t> ResidentBlocksPerSm(
+      GpuFunctionHandle function, uint32_t block_threads,
+      uint32_t shared_bytes) const override;
+  absl::Status LaunchKernel(GpuFunctionHandle function,
+                            const LaunchConfig& config, GpuStreamHandle stream,
                             void** params) const override;
 
  private:

@@ -42,6 +42,9 @@ struct CudaDriver {
   X(cuStreamWriteValue64) \
   X(cuLaunchHostFunc) \
   X(cuLaunchKernel) \
+  X(cuLaunchKernelEx) \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor) \
+  X(cuOccupancyMaxPotentialClusterSize) \
   X(cuEventCreate) \
   X(cuEventDestroy) \
   X(cuEventRecord) \

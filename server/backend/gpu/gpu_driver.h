@@ -224,9 +224,29 @@ class GpuDriver {
   // Opts the function in to `bytes` of dynamic shared memory per block.
   virtual absl::Status SetMaxDynamicShared(GpuFunctionHandle function,
                                            uint32_t bytes) const = 0;
-  // `params[i]` points at argument i (GpuArgBlock::pointers).
-  virtual absl::Status LaunchKernel(GpuFunctionHandle function, Dim3 grid,
-                                    Dim3 block, uint32_t shared_bytes,
+  // Lets the function's clusters grow past the portable size where the
+  // device allows (CUDA: NON_PORTABLE_CLUSTER_SIZE_ALLOWED). A refusal (a
+  // kernel compiled with fixed cluster dimensions) leaves it portable.
+  virtual absl::Status AllowNonPortableClusters(
+      GpuFunctionHandle function) const = 0;
+  // The most blocks per cluster the function can launch with in `config`
+  // (its grid, block and shared memory; CUDA:
+  // cuOccupancyMaxPotentialClusterSize). UNIMPLEMENTED without clusters.
+  virtual absl::StatusOr<uint32_t> MaxClusterSize(
+      GpuFunctionHandle function, const LaunchConfig& config) const = 0;
+  // How many blocks of `block_threads` threads and `shared_bytes` of
+  // dynamic shared memory one SM holds resident at once (CUDA:
+  // cuOccupancyMaxActiveBlocksPerMultiprocessor): a cooperative grid may
+  // have that many times the SMs it runs on.
+  virtual absl::StatusOr<uint32_t> ResidentBlocksPerSm(
+      GpuFunctionHandle function, uint32_t block_threads,
+      uint32_t shared_bytes) const = 0;
+  // `params[i]` points at argument i (GpuArgBlock::pointers). Clusters and
+  // cooperative launches go through the extended launch (CUDA:
+  // cuLaunchKernelEx with their attributes); a driver without them answers
+  // UNIMPLEMENTED.
+  virtual absl::Status LaunchKernel(GpuFunctionHandle function,
+                                    const LaunchConfig& config,
                                     GpuStreamHandle stream,
                                     void** params) const = 0;
 };

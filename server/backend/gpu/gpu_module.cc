@@ -121,6 +121,11 @@ absl::Status GpuModule::Reload() {
           ", which the image lacks (", fn.status().message(), ")"));
     }
     kernel->function_.store(*fn, std::memory_order_release);
+    // Past the portable cluster size where the device allows it; a kernel
+    // compiled with fixed cluster dimensions refuses and stays as built.
+    if (device_->info().max_cluster_size > 8) {
+      (void)driver.AllowNonPortableClusters(*fn);
+    }
     kernel->allowed_dynamic_.store(
         driver.FunctionLimits(*fn).allowed_dynamic_shared_bytes,
         std::memory_order_release);
@@ -139,6 +144,45 @@ absl::Status GpuKernel::AllowDynamicShared(const GpuDriver& driver,
     return s;
   }
   allowed_dynamic_.store(limit, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+absl::Status GpuKernel::CheckLaunchFits(GpuDevice& device, uint32_t sms,
+                                        const LaunchConfig& config) const {
+  GpuDevice::Pass pass(device);
+  if (!pass) return device.PassRefused();
+  if (absl::Status s = device.MakeCurrent(); !s.ok()) return s;
+  const GpuDriver& driver = device.driver();
+  // Occupancy counts the dynamic shared memory the function may use.
+  if (absl::Status s = AllowDynamicShared(driver, config.shared_memory_bytes);
+      !s.ok()) {
+    return device.Check(s);
+  }
+  if (config.cooperative) {
+    const uint64_t threads = config.block.Volume();
+    absl::StatusOr<uint32_t> per_sm = driver.ResidentBlocksPerSm(
+        function(), static_cast<uint32_t>(threads), config.shared_memory_bytes);
+    if (!per_sm.ok()) return device.Check(per_sm.status());
+    const uint64_t resident = uint64_t{*per_sm} * sms;
+    if (config.grid.Volume() > resident) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "cooperative grid of ", config.grid.Volume(), " blocks: kernel ",
+          signature_.name, " holds at most ", resident,
+          " blocks resident at once with blocks of ", threads, " threads and ",
+          config.shared_memory_bytes, " bytes of dynamic shared memory (",
+          *per_sm, " per SM x ", sms, " SMs)"));
+    }
+  }
+  if (config.clustered) {
+    absl::StatusOr<uint32_t> most = driver.MaxClusterSize(function(), config);
+    if (!most.ok()) return device.Check(most.status());
+    if (config.cluster.Volume() > *most) {
+      return absl::OutOfRangeError(
+          absl::StrCat("cluster of ", config.cluster.Volume(),
+                       " blocks: kernel ", signature_.name, " allows at most ",
+                       *most, " with this block size and shared memory"));
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -33,6 +33,15 @@ class GpuKernel : public Kernel {
   // to its whole limit. The context must be current. Thread-safe.
   absl::Status AllowDynamicShared(const GpuDriver& driver,
                                   uint32_t bytes) const;
+  // Before enqueueing a cooperative or clustered launch on `sms` SMs (the
+  // queue's partition, or the whole device): OUT_OF_RANGE naming the limit
+  // for a cooperative grid larger than the kernel can hold resident
+  // (blocks per SM from the driver's occupancy × `sms`), or a cluster
+  // larger than the kernel allows with this block and shared memory. Makes
+  // the device's context current; ABORTED-like statuses when the device
+  // failed. Thread-safe.
+  absl::Status CheckLaunchFits(GpuDevice& device, uint32_t sms,
+                               const LaunchConfig& config) const;
 
  private:
   friend class GpuModule;

@@ -63,6 +63,13 @@ class StagingLease {
 absl::Status GpuQueue::Launch(const Kernel& kernel, const LaunchConfig& config,
                               std::vector<KernelArg> args) {
   const auto& gpu_kernel = static_cast<const GpuKernel&>(kernel);
+  if (config.cooperative || config.clustered) {
+    if (absl::Status s = gpu_kernel.CheckLaunchFits(core_->device(),
+                                                    core_->sm_count(), config);
+        !s.ok()) {
+      return s;
+    }
+  }
   auto block = std::make_shared<GpuArgBlock>(
       PackArgs(gpu_kernel.signature(), args, [](const BufferArg& b) {
         return static_cast<uint64_t>(Ptr(b.buffer, b.offset));
@@ -75,8 +82,7 @@ absl::Status GpuQueue::Launch(const Kernel& kernel, const LaunchConfig& config,
       return s;
     }
     return q.device().Check(q.device().driver().LaunchKernel(
-        gpu_kernel.function(), config.grid, config.block,
-        config.shared_memory_bytes, q.stream(), block->pointers.data()));
+        gpu_kernel.function(), config, q.stream(), block->pointers.data()));
   };
   // The buffers stay alive until the kernel has run.
   op.done = [args = std::move(args)](absl::Status) {};

@@ -111,6 +111,8 @@ class GpuQueueCore : public std::enable_shared_from_this<GpuQueueCore>,
 
   GpuStreamHandle stream() const { return stream_; }
   GpuDevice& device() { return *device_; }
+  // The SMs the stream's work runs on: its partition's, or the device's.
+  uint32_t sm_count() const;
   // Only from inside an Op's `issue` (mu_ held): part of the op is on the
   // stream already and the rest failed with `status`. The op counts as
   // issued (the part on the stream runs) and the queue becomes sticky.

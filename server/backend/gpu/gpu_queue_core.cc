@@ -21,6 +21,11 @@ constexpr absl::Duration kMarkDelay = absl::Microseconds(500);
 
 // No lock: nobody else can reach a core being destroyed, and taking mu_
 // here would order it after whatever lock the last owner holds.
+uint32_t GpuQueueCore::sm_count() const {
+  return partition_ != nullptr ? partition_->sm_count()
+                               : device_->info().multiprocessor_count;
+}
+
 GpuQueueCore::~GpuQueueCore() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // Normally settled (the device keeps a busy core until it is idle, and
   // fails stuck ones at shutdown); whatever is left counts as dropped.

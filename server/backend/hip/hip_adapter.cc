@@ -10,6 +10,17 @@
 namespace gpustream::backend {
 namespace {
 
+absl::Status NoClusters() {
+  return absl::UnimplementedError(
+      "HIP has no thread block clusters (ROCm 5.2's runtime lacks them)");
+}
+
+absl::Status NoCooperativeLaunch() {
+  return absl::UnimplementedError(
+      "HIP 5.2 launches cooperative kernels only from host-registered "
+      "functions (hipLaunchCooperativeKernel), not from loaded modules");
+}
+
 // The layer's opaque handles are the runtime's own pointers.
 hipapi::Stream* Hip(GpuStreamHandle s) {
   return reinterpret_cast<hipapi::Stream*>(s);
@@ -482,14 +493,38 @@ absl::Status HipAdapter::SetMaxDynamicShared(GpuFunctionHandle /*function*/,
   return absl::OkStatus();
 }
 
-absl::Status HipAdapter::LaunchKernel(GpuFunctionHandle function, Dim3 grid,
-                                      Dim3 block, uint32_t shared_bytes,
+// HIP 5.2 has no thread block clusters, and launches cooperative kernels
+// only from functions registered by a host program
+// (hipLaunchCooperativeKernel), never from a loaded module: the device
+// reports neither (max_cluster_size 0, supports_cooperative_launch false),
+// so validation refuses such launches before they get here.
+absl::Status HipAdapter::AllowNonPortableClusters(GpuFunctionHandle) const {
+  return NoClusters();
+}
+
+absl::StatusOr<uint32_t> HipAdapter::MaxClusterSize(GpuFunctionHandle,
+                                                    const LaunchConfig&) const {
+  return NoClusters();
+}
+
+absl::StatusOr<uint32_t> HipAdapter::ResidentBlocksPerSm(GpuFunctionHandle,
+                                                         uint32_t,
+                                                         uint32_t) const {
+  return NoCooperativeLaunch();
+}
+
+absl::Status HipAdapter::LaunchKernel(GpuFunctionHandle function,
+                                      const LaunchConfig& config,
                                       GpuStreamHandle stream,
                                       void** params) const {
-  return ToStatus(driver_->hipModuleLaunchKernel(
-                      Hip(function), grid.x, grid.y, grid.z, block.x, block.y,
-                      block.z, shared_bytes, Hip(stream), params, nullptr),
-                  "hipModuleLaunchKernel", driver_.get());
+  if (config.clustered) return NoClusters();
+  if (config.cooperative) return NoCooperativeLaunch();
+  return ToStatus(
+      driver_->hipModuleLaunchKernel(
+          Hip(function), config.grid.x, config.grid.y, config.grid.z,
+          config.block.x, config.block.y, config.block.z,
+          config.shared_memory_bytes, Hip(stream), params, nullptr),
+      "hipModuleLaunchKernel", driver_.get());
 }
 
 }  // namespace gpustream::backend
