@@ -56,7 +56,10 @@ absl::Status CudaError(CUresult r, const char* call, const CudaDriver* driver) {
     case CUDA_ERROR_INVALID_PTX:
     case CUDA_ERROR_NO_BINARY_FOR_GPU:
     case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES:
+    case CUDA_ERROR_INVALID_CLUSTER_SIZE:
       return absl::InvalidArgumentError(message);
+    case CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE:
+      return absl::OutOfRangeError(message);
     case CUDA_ERROR_NOT_FOUND:
       return absl::NotFoundError(message);
     case CUDA_ERROR_NO_DEVICE:

@@ -23,6 +23,8 @@ TEST(CudaStatusTest, EveryCodeMapsAsDocumented) {
       {CUDA_ERROR_INVALID_PTX, C::kInvalidArgument},
       {CUDA_ERROR_NO_BINARY_FOR_GPU, C::kInvalidArgument},
       {CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, C::kInvalidArgument},
+      {CUDA_ERROR_INVALID_CLUSTER_SIZE, C::kInvalidArgument},
+      {CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, C::kOutOfRange},
       {CUDA_ERROR_NOT_FOUND, C::kNotFound},
       {CUDA_ERROR_NO_DEVICE, C::kUnavailable},
       {CUDA_ERROR_NOT_INITIALIZED, C::kUnavailable},
