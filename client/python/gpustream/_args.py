@@ -178,6 +178,22 @@ def fill_launch(command: Any, queue_id: int, module: str, kernel: str,
             add(**{field: value})
 
 
+def cluster_dim3(value: Any, what: str) -> Optional[Tuple[int, int, int]]:
+    """A launch's cluster: None for no clusters (None, 0 or all zeros, as
+    the API's unset Dim3), else the dimensions as ``dim3`` checks them."""
+    if value is None:
+        return None
+    if not isinstance(value, bool):
+        try:
+            dims = ([operator.index(v) for v in value]
+                    if hasattr(value, "__iter__") else [operator.index(value)])
+        except TypeError:
+            dims = [1]  # Not ints: dim3 says why.
+        if not any(dims):
+            return None
+    return dim3(value, what)
+
+
 def dim3(value: Any, what: str) -> Tuple[int, int, int]:
     """Grid or block dimensions from an int or a sequence of 1 to 3 ints,
     each in [1, 2^32)."""

@@ -301,16 +301,7 @@ class Queue(SessionObject):
         if shared_memory_bytes:
             shared_memory_bytes = u64(shared_memory_bytes,
                                        "shared_memory_bytes")
-        # None, 0 or all zeros: no clusters (as the API's unset Dim3).
-        if cluster is not None and not isinstance(cluster, bool):
-            try:
-                if not any(cluster if hasattr(cluster, "__iter__")
-                           else [cluster]):
-                    cluster = None
-            except TypeError:
-                pass
-        c3 = (None if cluster is None
-              else _args.dim3(cluster, f"{name}: cluster"))
+        c3 = _args.cluster_dim3(cluster, f"{name}: cluster")
         if not isinstance(cooperative, bool):
             raise Error(grpc.StatusCode.INVALID_ARGUMENT,
                         f"{name}: cooperative must be a bool, not "
