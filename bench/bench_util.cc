@@ -168,4 +168,24 @@ double SubmitNoopLaunchRate(client::Queue& queue, int n,
   return *launched / absl::ToDoubleSeconds(absl::Now() - start);
 }
 
+double GraphNoopLaunchRate(client::Queue& queue, int n, int graph_size,
+                           absl::Duration budget) {
+  client::Graph graph = queue.capture([&] {
+    for (int i = 0; i < graph_size; ++i) {
+      queue.launch("samples", "noop", {1}, {1}, {});
+    }
+  });
+  for (int i = 0; i < 100; ++i) queue.launch(graph);
+  Check(queue.synchronize(kDrainTimeout), "warm-up graph launches");
+  const absl::Time start = absl::Now();
+  absl::StatusOr<int> launched =
+      RepeatUntil(std::max(1, n / graph_size), start + budget, [&] {
+        queue.launch(graph);
+        return absl::OkStatus();  // Failures come back at the synchronize.
+      });
+  Check(queue.synchronize(kDrainTimeout), "pipelined graph launches");
+  return double{1} * *launched * graph_size /
+         absl::ToDoubleSeconds(absl::Now() - start);
+}
+
 }  // namespace gpustream::bench

@@ -119,6 +119,11 @@ absl::StatusOr<int> RepeatUntil(int n, absl::Time deadline, Op op) {
 // one synchronize, after a warm-up. Stops launching early (the rate counts
 // what was launched) once `budget` has passed, so that a slow backend
 // cannot hold the run for long.
+// Effective noop launches/s of a captured graph of `graph_size` noop
+// launches, launched pipelined through Submit about n / graph_size times
+// (or for `budget`), then one synchronize.
+double GraphNoopLaunchRate(client::Queue& queue, int n, int graph_size,
+                           absl::Duration budget = absl::Seconds(20));
 double SubmitNoopLaunchRate(client::Queue& queue, int n,
                             absl::Duration budget = absl::InfiniteDuration());
 

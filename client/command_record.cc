@@ -82,6 +82,20 @@ CommandRecord CommandRecord::Of(const v1::Command& c) {
       r.kernel = absl::StrCat(c.launch_kernel().module(), ".",
                               c.launch_kernel().kernel());
       break;
+    case v1::Command::kBeginCapture:
+      r.queue_id = c.begin_capture().queue_id();
+      break;
+    case v1::Command::kEndCapture:
+      r.queue_id = c.end_capture().queue_id();
+      r.object_id = c.end_capture().id();
+      break;
+    case v1::Command::kLaunchGraph:
+      r.queue_id = c.launch_graph().queue_id();
+      r.object_id = c.launch_graph().graph_id();
+      break;
+    case v1::Command::kDestroyGraph:
+      r.object_id = c.destroy_graph().graph_id();
+      break;
     default:
       // Waiting and data-carrying commands are sent through Call, which
       // hands the answer to the caller; any other gets its own result.

@@ -6,6 +6,7 @@
 #include "client/client.h"      // IWYU pragma: export
 #include "client/event.h"       // IWYU pragma: export
 #include "client/flag.h"        // IWYU pragma: export
+#include "client/graph.h"       // IWYU pragma: export
 #include "client/kernel_arg.h"  // IWYU pragma: export
 #include "client/queue.h"       // IWYU pragma: export
 #include "client/session.h"     // IWYU pragma: export

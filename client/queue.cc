@@ -31,6 +31,7 @@ Queue::Queue(Queue&& other) noexcept
       host_flag_(std::move(other.host_flag_)),
       reached_flag_(std::move(other.reached_flag_)),
       host_funcs_(std::exchange(other.host_funcs_, 0)),
+      capturing_(std::exchange(other.capturing_, false)),
       owned_(std::exchange(other.owned_, false)) {}
 
 Queue& Queue::operator=(Queue&& other) noexcept {
@@ -40,6 +41,7 @@ Queue& Queue::operator=(Queue&& other) noexcept {
     host_flag_ = std::move(other.host_flag_);
     reached_flag_ = std::move(other.reached_flag_);
     host_funcs_ = std::exchange(other.host_funcs_, 0);
+    capturing_ = std::exchange(other.capturing_, false);
     owned_ = std::exchange(other.owned_, false);
   }
   return *this;
@@ -145,6 +147,18 @@ void Queue::write_flag(const Flag& flag, uint64_t value) {
 }
 
 void Queue::enqueue_host_func(std::function<void()> fn) {
+  if (capturing_) {
+    // Its release protocol (a ticket per call on the queue's flags) holds
+    // for one run, not for every launch of a graph.
+    Send(absl::UnimplementedError(
+             "enqueue_host_func cannot be captured by this client (its "
+             "blocking protocol runs once, not on every launch of a graph); "
+             "capture a write_flag and watch the flag instead"),
+         [&](v1::Command& c) {
+           c.mutable_enqueue_host_func()->set_queue_id(id());
+         });
+    return;
+  }
   if (!host_flag_.valid()) {
     host_flag_ = Flag(core_ptr(), core().MintId());
     reached_flag_ = Flag(core_ptr(), core().MintId());
@@ -168,6 +182,37 @@ void Queue::enqueue_host_func(std::function<void()> fn) {
     host->set_callback_id(callback_id);
   });
   wait_for_host_value(host_flag_, ticket, WaitCondition::kGreaterEqual);
+}
+
+void Queue::begin_capture() {
+  Send(absl::OkStatus(),
+       [&](v1::Command& c) { c.mutable_begin_capture()->set_queue_id(id()); });
+  capturing_ = true;
+}
+
+Graph Queue::end_capture() {
+  const uint64_t graph_id = core().MintId();
+  Send(absl::OkStatus(), [&](v1::Command& c) {
+    auto* end = c.mutable_end_capture();
+    end->set_queue_id(id());
+    end->set_id(graph_id);
+  });
+  capturing_ = false;
+  return Graph(core_ptr(), graph_id);
+}
+
+Graph Queue::capture(absl::FunctionRef<void()> record) {
+  begin_capture();
+  record();
+  return end_capture();
+}
+
+void Queue::launch(const Graph& graph) {
+  Send(Owns(graph, "graph"), [&](v1::Command& c) {
+    auto* launch = c.mutable_launch_graph();
+    launch->set_queue_id(id());
+    launch->set_graph_id(graph.id());
+  });
 }
 
 void Queue::launch(absl::string_view module, absl::string_view kernel,

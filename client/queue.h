@@ -18,6 +18,7 @@
 #include "client/buffer.h"
 #include "client/event.h"
 #include "client/flag.h"
+#include "client/graph.h"
 #include "client/handle.h"
 #include "client/kernel_arg.h"
 
@@ -107,6 +108,24 @@ class Queue : public Handle {
     return values;
   }
 
+  // Graphs. Between begin_capture() and end_capture() the queue records
+  // what is enqueued on it instead of running it (launches, copies, fills,
+  // writes, write_flag, wait_for_host_value, and record_event/wait_for of
+  // events recorded within the capture); the daemon validates it all now,
+  // so a launch of the graph validates nothing. Waiting on the queue or
+  // reading from it meanwhile (synchronize, read, is_idle) fails with
+  // FAILED_PRECONDITION, wait_for(queue) with INVALID_ARGUMENT;
+  // enqueue_host_func is refused (UNIMPLEMENTED) by this client. Errors
+  // are reported as for any enqueue.
+  void begin_capture();
+  Graph end_capture();
+  // begin_capture(), `record()`, end_capture():
+  //   client::Graph g = q.capture([&] { q.launch(...); q.copy(...); });
+  Graph capture(absl::FunctionRef<void()> record);
+  // Enqueues the graph's work here, as if its commands were enqueued in
+  // capture order. Launches of one graph never overlap.
+  void launch(const Graph& graph);
+
   // Blocks until all work enqueued so far has completed. Returns the first
   // pending rejection of a command on this queue (or of a queue-less
   // command), else the queue's sticky error. A zero timeout waits without
@@ -137,6 +156,7 @@ class Queue : public Handle {
   Flag host_flag_;
   Flag reached_flag_;
   uint64_t host_funcs_ = 0;
+  bool capturing_ = false;  // Between begin_capture() and end_capture().
   bool owned_ = false;  // Destroyed with the handle (not the default queue).
 };
 

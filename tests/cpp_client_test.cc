@@ -93,6 +93,45 @@ TEST_F(CppClientTest, LaunchOptionsReachTheDaemon) {
   EXPECT_THAT(s.message(), HasSubstr("resident"));
 }
 
+// A graph captured with queue.capture() replays on any queue, holds the
+// buffers it uses, and refuses what a capture cannot hold.
+TEST_F(CppClientTest, GraphsCaptureOnceAndReplay) {
+  Queue q = session_->create_queue(), other = session_->create_queue();
+  auto counter = session_->allocate(8);
+  auto src = session_->allocate(16);
+  auto dst = session_->allocate(16);
+  ASSERT_TRUE(counter.ok() && src.ok() && dst.ok());
+  q.fill(*counter, 0, 8, 0);
+  ASSERT_TRUE(q.synchronize(absl::Seconds(10)).ok());
+  client::Graph graph = q.capture([&] {
+    q.fill(*src, 0, 16, 0x01020304);
+    q.copy(*src, 0, *dst, 0, 16);
+    q.launch("samples", "add_u64", {1}, {1}, {*counter, uint64_t{5}});
+  });
+  *src = client::Buffer();  // Freed: the graph keeps it.
+  for (int i = 0; i < 3; ++i) q.launch(graph);
+  other.launch(graph);  // Starts after the launches on q.
+  ASSERT_TRUE(other.synchronize(absl::Seconds(10)).ok());
+  auto count = other.read<uint64_t>(*counter, 1);
+  ASSERT_TRUE(count.ok()) << count.status();
+  EXPECT_EQ((*count)[0], 20u);
+  auto copied = other.read<uint32_t>(*dst, 4);
+  ASSERT_TRUE(copied.ok()) << copied.status();
+  EXPECT_EQ(*copied, std::vector<uint32_t>(4, 0x01020304));
+
+  q.begin_capture();
+  q.enqueue_host_func([] {});
+  q.wait_for(other);
+  client::Graph refused = q.end_capture();
+  // Both rejections, in order, in one report.
+  absl::Status s = q.synchronize(absl::Seconds(10));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_THAT(s.message(), HasSubstr("; then INVALID_ARGUMENT"));
+  EXPECT_THAT(s.message(), HasSubstr("WaitQueue cannot be captured"));
+  q.launch(refused);  // Empty: neither was recorded.
+  EXPECT_TRUE(q.synchronize(absl::Seconds(10)).ok());
+}
+
 // Integer literals of any type, and argument lists built at run time, are
 // converted to the kernel's declared kinds; an argument that does not fit
 // is refused at the call: nothing is sent, and the queue reports it.

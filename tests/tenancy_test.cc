@@ -222,7 +222,7 @@ TEST_P(TenancyTest, AnotherTenantsSessionIsExactlyLikeOneThatDoesNotExist) {
   }
   GPUSTREAM_SESSION_OPS(GPUSTREAM_PROBE)
 #undef GPUSTREAM_PROBE
-  EXPECT_EQ(probed, 27);
+  EXPECT_EQ(probed, 31);
   for (const char* op : {"KeepAlive", "CloseSession"}) {
     grpc::Status foreign, unknown;
     for (const std::string& id :

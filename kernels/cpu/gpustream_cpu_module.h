@@ -90,7 +90,9 @@ typedef enum {
 } GsParamKind;
 
 /* A BUFFER or BYTES argument: `size` bytes are addressable from `data`
- * (for a buffer: from the launch's offset to the end of the buffer). */
+ * (for a buffer: from the launch's offset to the end of the buffer). A
+ * kernel must not write BYTES: every replay of a captured graph passes it
+ * the same bytes. */
 typedef struct {
   void* data;
   uint64_t size;

@@ -19,6 +19,8 @@
 
 namespace gpustream::backend {
 
+class Graph;  // graph.h
+
 // A buffer argument: the kernel sees the memory from `offset` on.
 struct BufferArg {
   std::shared_ptr<Buffer> buffer;
@@ -56,6 +58,14 @@ class Queue {
 
   virtual absl::Status Launch(const Kernel& kernel, const LaunchConfig& config,
                               std::vector<KernelArg> args) = 0;
+  // The checks Launch makes of the device's own limits (a cooperative grid
+  // it cannot hold resident, a cluster the kernel cannot run: OUT_OF_RANGE
+  // naming the limit), without enqueueing: a capture runs them once, for
+  // the graph's every replay. Launch runs them too.
+  virtual absl::Status CheckLaunch(const Kernel& kernel,
+                                   const LaunchConfig& config) {
+    return absl::OkStatus();
+  }
   // Host to device: `data` is staged before this returns.
   virtual absl::Status Write(std::shared_ptr<Buffer> dst, uint64_t offset,
                              std::string data) = 0;
@@ -92,6 +102,12 @@ class Queue {
   // semantics are built on top with a WaitFlag after it. Skipped after a
   // sticky error.
   virtual absl::Status HostFunc(absl::AnyInvocable<void()> fn) = 0;
+
+  // Enqueues a captured graph's commands as if each were enqueued here, in
+  // order; the queued work holds `graph` until it has run. The default
+  // (graph.cc) enqueues them one by one through the methods above; a
+  // backend may do it faster. The caller serializes launches of one graph.
+  virtual absl::Status LaunchGraph(std::shared_ptr<const Graph> graph);
 
   // Calls `done` with the sticky status once all work enqueued so far has
   // completed (or been dropped by Cancel): at once, on this thread, when the

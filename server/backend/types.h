@@ -142,6 +142,8 @@ struct DeviceInfo {
   // Blocks per cluster a launch may ask for; 0: no clusters.
   uint32_t max_cluster_size = 0;
   bool supports_cooperative_launch = false;
+  // Captured graphs (Queue::LaunchGraph): every backend replays them.
+  bool supports_graphs = true;
 };
 
 struct MemoryInfo {

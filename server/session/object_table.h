@@ -1,4 +1,5 @@
-// A session's objects: one id space for queues, events, flags and buffers.
+// A session's objects: one id space for queues, events, flags, buffers and
+// graphs.
 #ifndef GPUSTREAM_SERVER_SESSION_OBJECT_TABLE_H_
 #define GPUSTREAM_SERVER_SESSION_OBJECT_TABLE_H_
 
@@ -16,6 +17,7 @@
 #include "server/backend/event.h"
 #include "server/backend/flag.h"
 #include "server/backend/queue.h"
+#include "server/session/graph_recorder.h"
 
 namespace gpustream::session {
 
@@ -24,7 +26,8 @@ inline constexpr uint64_t kFirstServerId = uint64_t{1} << 63;
 
 using Object = std::variant<
     std::shared_ptr<backend::Queue>, std::shared_ptr<backend::Event>,
-    std::shared_ptr<backend::Flag>, std::shared_ptr<backend::Buffer>>;
+    std::shared_ptr<backend::Flag>, std::shared_ptr<backend::Buffer>,
+    std::shared_ptr<CapturedGraph>>;
 
 template <typename T>
 constexpr const char* KindName() {
@@ -32,6 +35,7 @@ constexpr const char* KindName() {
   if constexpr (std::is_same_v<T, backend::Event>) return "event";
   if constexpr (std::is_same_v<T, backend::Flag>) return "flag";
   if constexpr (std::is_same_v<T, backend::Buffer>) return "buffer";
+  if constexpr (std::is_same_v<T, CapturedGraph>) return "graph";
 }
 
 // Not thread-safe: the owning Session guards it with its mutex. Errors name

@@ -32,7 +32,11 @@
   X(ReadBuffer, read_buffer)              \
   X(CopyBuffer, copy_buffer)              \
   X(FillBuffer, fill_buffer)              \
-  X(LaunchKernel, launch_kernel)
+  X(LaunchKernel, launch_kernel)          \
+  X(BeginCapture, begin_capture)          \
+  X(EndCapture, end_capture)              \
+  X(LaunchGraph, launch_graph)            \
+  X(DestroyGraph, destroy_graph)
 
 // Operations whose result always travels on a Submit stream, even on
 // success: they wait, or their response carries data.

@@ -219,6 +219,7 @@ absl::Status ServerCore::ListDevices(const v1::ListDevicesRequest&,
     d->set_faults_recoverable(info.faults_recoverable);
     d->set_max_cluster_size(info.max_cluster_size);
     d->set_supports_cooperative_launch(info.supports_cooperative_launch);
+    d->set_supports_graphs(info.supports_graphs);
   }
   return absl::OkStatus();
 }

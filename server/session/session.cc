@@ -104,19 +104,12 @@ void Session::Describe(v1::SessionInfo* info) {
   info->set_events(objects_.Count<Event>());
   info->set_flags(objects_.Count<Flag>());
   info->set_buffers(objects_.Count<Buffer>());
+  info->set_graphs(objects_.Count<CapturedGraph>());
 }
 
 Session::~Session() {
   Teardown(absl::CancelledError(
       absl::StrCat("session ", owner_.public_id, " closed")));
-}
-
-template <typename T>
-absl::StatusOr<std::shared_ptr<T>> Session::Find(uint64_t id,
-                                                 absl::string_view field) {
-  absl::MutexLock lock(&mu_);
-  if (closed_ || refused_) return ClosedError();
-  return objects_.Find<T>(id, field);
 }
 
 absl::Status Session::ClosedError() {
@@ -146,13 +139,37 @@ absl::Status CheckLive(const Session& session, uint64_t id, Queue& queue) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<Queue>> Session::FindLiveQueue(uint64_t id,
-                                                              uint64_t staged) {
-  auto queue = Find<Queue>(id, "queue_id");
-  if (!queue.ok()) return queue;
-  if (absl::Status s = CheckLive(*this, id, **queue); !s.ok()) return s;
-  if (absl::Status s = ctx_.tenant->CheckEnqueue(staged); !s.ok()) return s;
+absl::StatusOr<std::shared_ptr<Queue>> Session::FindLiveQueue(
+    uint64_t id, uint64_t staged, bool* capturing_out) {
+  std::shared_ptr<Queue> queue;
+  bool capturing = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_ || refused_) return ClosedError();
+    auto found = objects_.Find<Queue>(id, "queue_id");
+    if (!found.ok()) return found.status();
+    queue = *std::move(found);
+    if (std::shared_ptr<GraphRecorder> recorder = CaptureOf(id)) {
+      queue = std::move(recorder);
+      capturing = true;
+    }
+  }
+  if (absl::Status s = CheckLive(*this, id, *queue); !s.ok()) return s;
+  if (capturing_out != nullptr) *capturing_out = capturing;
+  // A captured command goes in flight only when the graph is launched.
+  if (!capturing) {
+    if (absl::Status s = ctx_.tenant->CheckEnqueue(staged); !s.ok()) return s;
+  }
   return queue;
+}
+
+absl::Status Session::CheckNotCapturing(uint64_t queue_id,
+                                        absl::string_view what) {
+  absl::MutexLock lock(&mu_);
+  if (CaptureOf(queue_id) == nullptr) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat(what, " would wait on ", QueueName(queue_id),
+                   ", which is recording the capture on it: EndCapture first"));
 }
 
 absl::Status Session::CheckQuota(bool queue) {
@@ -245,6 +262,11 @@ void Session::DestroyQueue(const v1::DestroyQueueRequest& req,
         "session"));
     return;
   }
+  if (absl::Status s = CheckNotCapturing(req.queue_id(), "DestroyQueue");
+      !s.ok()) {
+    done(std::move(s));
+    return;
+  }
   absl::StatusOr<std::shared_ptr<Queue>> queue;
   {
     absl::MutexLock lock(&mu_);
@@ -296,6 +318,11 @@ void Session::SynchronizeQueue(const v1::SynchronizeQueueRequest& req,
     done(queue.status());
     return;
   }
+  if (absl::Status s = CheckNotCapturing(req.queue_id(), "SynchronizeQueue");
+      !s.ok()) {
+    done(std::move(s));
+    return;
+  }
   if ((*queue)->IsIdle()) {  // Fast path: nothing to wait for.
     done((*queue)->error());
     return;
@@ -316,6 +343,10 @@ absl::Status Session::QueryQueue(const v1::QueryQueueRequest& req,
                                  v1::QueryQueueResponse* resp) {
   auto queue = Find<Queue>(req.queue_id(), "queue_id");
   if (!queue.ok()) return queue.status();
+  if (absl::Status s = CheckNotCapturing(req.queue_id(), "QueryQueue");
+      !s.ok()) {
+    return s;
+  }
   resp->set_idle((*queue)->IsIdle());
   absl::Status error = (*queue)->error();
   resp->mutable_error()->set_code(static_cast<int>(error.code()));
@@ -329,6 +360,11 @@ absl::Status Session::WaitQueue(const v1::WaitQueueRequest& req,
   if (!queue.ok()) return queue.status();
   auto other = Find<Queue>(req.other_queue_id(), "other_queue_id");
   if (!other.ok()) return other.status();
+  if (absl::Status s = CheckNotCapturing(req.other_queue_id(),
+                                         "WaitQueue on other_queue_id");
+      !s.ok()) {
+    return s;
+  }
   if (*other == *queue) {
     return absl::InvalidArgumentError(
         "other_queue_id is queue_id itself: a queue cannot wait for itself");
@@ -667,6 +703,7 @@ absl::Status Session::LaunchKernel(const v1::LaunchKernelRequest& req,
   std::vector<backend::KernelArg> args;
   args.reserve(req.args_size());
   std::shared_ptr<Queue> queue;
+  bool capturing = false;
   {
     // One lock for the queue and every buffer argument: this is the hot path.
     absl::MutexLock lock(&mu_);
@@ -674,6 +711,10 @@ absl::Status Session::LaunchKernel(const v1::LaunchKernelRequest& req,
     auto found = objects_.Find<Queue>(req.queue_id(), "queue_id");
     if (!found.ok()) return found.status();
     queue = *std::move(found);
+    if (std::shared_ptr<GraphRecorder> recorder = CaptureOf(req.queue_id())) {
+      queue = std::move(recorder);
+      capturing = true;
+    }
     for (int i = 0; i < req.args_size(); ++i) {
       const v1::KernelArg& arg = req.args(i);
       switch (arg.value_case()) {
@@ -729,7 +770,9 @@ absl::Status Session::LaunchKernel(const v1::LaunchKernelRequest& req,
   if (absl::Status s = CheckLive(*this, req.queue_id(), *queue); !s.ok()) {
     return s;
   }
-  if (absl::Status s = ctx_.tenant->CheckEnqueue(0); !s.ok()) return s;
+  if (!capturing) {
+    if (absl::Status s = ctx_.tenant->CheckEnqueue(0); !s.ok()) return s;
+  }
   return queue->Launch(**kernel, *config, std::move(args));
 }
 
@@ -744,12 +787,16 @@ void Session::Refuse(const absl::Status& reason) {
 
 void Session::Teardown(const absl::Status& reason) {
   absl::flat_hash_map<uint64_t, Object> objects;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<GraphRecorder>> captures;
   {
     absl::MutexLock lock(&mu_);
     if (closed_) return;
     closed_ = true;
     ended_reason_ = reason;
     objects = objects_.TakeAll();
+    // Captures end with the session; what they recorded is dropped.
+    captures = std::move(captures_);
+    captures_.clear();
     ctx_.tenant->ReleaseQueue(queue_count_);
     queue_count_ = 0;
     memory_bytes_ = 0;  // The tenant is credited as the buffers go.

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -16,6 +17,7 @@
 #include "proto/gpustream/v1/gpustream.pb.h"
 #include "server/backend/device.h"
 #include "server/modules/module_registry.h"
+#include "server/session/graph_recorder.h"
 #include "server/session/notification_hub.h"
 #include "server/session/object_table.h"
 #include "server/session/parked_calls.h"
@@ -157,6 +159,17 @@ class Session {
   absl::Status LaunchKernel(const v1::LaunchKernelRequest& req,
                             v1::LaunchKernelResponse* resp);
 
+  // Graphs (session_graphs.cc). While a queue captures, every enqueue on it
+  // is recorded (GraphRecorder) instead of run.
+  absl::Status BeginCapture(const v1::BeginCaptureRequest& req,
+                            v1::BeginCaptureResponse* resp);
+  absl::Status EndCapture(const v1::EndCaptureRequest& req,
+                          v1::EndCaptureResponse* resp);
+  absl::Status LaunchGraph(const v1::LaunchGraphRequest& req,
+                           v1::LaunchGraphResponse* resp);
+  absl::Status DestroyGraph(const v1::DestroyGraphRequest& req,
+                            v1::DestroyGraphResponse* resp);
+
   // Lease bookkeeping: any request or open stream keeps the session alive.
   void Touch() {
     last_used_ns_.store(absl::GetCurrentTimeNanos(), std::memory_order_relaxed);
@@ -198,9 +211,22 @@ class Session {
   // A queue that accepts work: NOT_FOUND if unknown, FAILED_PRECONDITION if
   // it holds a sticky error (ABORTED if its device failed),
   // RESOURCE_EXHAUSTED if the tenant's in-flight or staging quota has no
-  // room for one more command staging `staged` bytes.
+  // room for one more command staging `staged` bytes. While the queue
+  // captures, its GraphRecorder (no quota check: nothing goes in flight),
+  // and `*capturing` (if given) says so.
   absl::StatusOr<std::shared_ptr<backend::Queue>> FindLiveQueue(
-      uint64_t id, uint64_t staged = 0);
+      uint64_t id, uint64_t staged = 0, bool* capturing = nullptr);
+  // The recorder of the capture on `queue_id`, null if it captures nothing.
+  std::shared_ptr<GraphRecorder> CaptureOf(uint64_t queue_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (captures_.empty()) return nullptr;  // The hot path's usual case.
+    auto it = captures_.find(queue_id);
+    return it == captures_.end() ? nullptr : it->second;
+  }
+  // FAILED_PRECONDITION naming the capture when `queue_id` captures: `what`
+  // (e.g. "SynchronizeQueue") would wait on the queue or read it.
+  absl::Status CheckNotCapturing(uint64_t queue_id, absl::string_view what)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Checks room for one more object (and one more queue if `queue`).
   absl::Status CheckQuota(bool queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::shared_ptr<backend::Buffer>> FindRange(
@@ -229,6 +255,9 @@ class Session {
   absl::Status ended_reason_ ABSL_GUARDED_BY(mu_);
   ObjectTable objects_ ABSL_GUARDED_BY(mu_);
   uint32_t queue_count_ ABSL_GUARDED_BY(mu_) = 0;
+  // Queues capturing now, by queue id.
+  absl::flat_hash_map<uint64_t, std::shared_ptr<GraphRecorder>> captures_
+      ABSL_GUARDED_BY(mu_);
   // Queues destroyed but not yet drained; shared with their OnIdle
   // callbacks, which may run after the session is gone.
   const std::shared_ptr<std::atomic<uint32_t>> draining_queues_ =
@@ -236,6 +265,14 @@ class Session {
   // Bytes of the buffers in objects_, charged to the tenant.
   uint64_t memory_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
+
+template <typename T>
+absl::StatusOr<std::shared_ptr<T>> Session::Find(uint64_t id,
+                                                 absl::string_view field) {
+  absl::MutexLock lock(&mu_);
+  if (closed_ || refused_) return ClosedError();
+  return objects_.Find<T>(id, field);
+}
 
 }  // namespace gpustream::session
 

@@ -461,5 +461,90 @@ TEST_F(SessionTest, HostFuncPublishesNotification) {
   session_->notifications().Detach(&sink);
 }
 
+// Graph limits, in process (the capture rules run end to end on every
+// backend in tests/graph_test.cc).
+TEST_F(SessionTest, GraphCommandLimitQuotaAndCharges) {
+  v1::Quota quota;
+  quota.set_max_graphs(1);
+  tenant_->Update(false, 1, quota);
+  const uint64_t q = session_->default_queue_id();
+  const uint64_t buf = NewBuffer(1, 64);
+  auto begin = [&] {
+    v1::BeginCaptureRequest req;
+    req.set_queue_id(q);
+    v1::BeginCaptureResponse resp;
+    return session_->BeginCapture(req, &resp);
+  };
+  auto end = [&](uint64_t* graph_id) {
+    v1::EndCaptureRequest req;
+    req.set_queue_id(q);
+    v1::EndCaptureResponse resp;
+    absl::Status s = session_->EndCapture(req, &resp);
+    *graph_id = resp.graph_id();
+    return s;
+  };
+  auto fill = [&] {
+    v1::FillBufferRequest req;
+    req.set_queue_id(q);
+    req.set_buffer_id(buf);
+    req.set_size(4);
+    req.set_value(7);
+    v1::FillBufferResponse resp;
+    return session_->FillBuffer(req, &resp);
+  };
+  ASSERT_TRUE(begin().ok());
+  for (size_t i = 0; i < backend::kMaxGraphCommands; ++i) {
+    ASSERT_TRUE(fill().ok()) << i;
+  }
+  absl::Status over = fill();
+  EXPECT_EQ(over.code(), StatusCode::kResourceExhausted) << over;
+  EXPECT_NE(over.message().find("65536"), std::string::npos) << over;
+  // The write's bytes are charged to the tenant while the graph owns them.
+  v1::WriteBufferRequest write;
+  write.set_queue_id(q);
+  write.set_buffer_id(buf);
+  write.set_data(std::string(16, 'x'));
+  v1::WriteBufferResponse written;
+  EXPECT_EQ(session_->WriteBuffer(write, &written).code(),
+            StatusCode::kResourceExhausted);  // Still full.
+  uint64_t first = 0;
+  ASSERT_TRUE(end(&first).ok());
+  EXPECT_EQ(tenant_->graphs(), 1u);
+
+  // quota.max_graphs: the second EndCapture is refused and the capture goes
+  // on, losing nothing.
+  const uint64_t memory_before = tenant_->memory_bytes();
+  ASSERT_TRUE(begin().ok());
+  ASSERT_TRUE(session_->WriteBuffer(write, &written).ok());
+  EXPECT_EQ(tenant_->memory_bytes(), memory_before + 16);
+  uint64_t second = 0;
+  absl::Status refused = end(&second);
+  EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted) << refused;
+  EXPECT_NE(refused.message().find("quota.max_graphs"), std::string::npos);
+  v1::DestroyGraphRequest destroy;
+  destroy.set_graph_id(first);
+  v1::DestroyGraphResponse destroyed;
+  ASSERT_TRUE(session_->DestroyGraph(destroy, &destroyed).ok());
+  EXPECT_EQ(tenant_->graphs(), 0u);
+  ASSERT_TRUE(end(&second).ok());
+  EXPECT_EQ(tenant_->graphs(), 1u);
+  EXPECT_EQ(session_->DestroyGraph(destroy, &destroyed).code(),
+            StatusCode::kNotFound);
+
+  v1::LaunchGraphRequest launch;
+  launch.set_queue_id(q);
+  launch.set_graph_id(second);
+  v1::LaunchGraphResponse launched;
+  ASSERT_TRUE(session_->LaunchGraph(launch, &launched).ok());
+  EXPECT_EQ(Read(q, buf, 16), std::string(16, 'x'));
+
+  // Teardown ends an open capture and gives back every charge.
+  ASSERT_TRUE(begin().ok());
+  ASSERT_TRUE(session_->WriteBuffer(write, &written).ok());
+  session_->Teardown(absl::CancelledError("test teardown"));
+  EXPECT_EQ(tenant_->graphs(), 0u);
+  EXPECT_EQ(tenant_->memory_bytes(), 0u);
+}
+
 }  // namespace
 }  // namespace gpustream::session

@@ -111,6 +111,12 @@ absl::Status Tenant::ReserveMemory(uint64_t bytes) {
 }
 void Tenant::ReleaseMemory(uint64_t bytes) { memory_bytes_.fetch_sub(bytes); }
 
+absl::Status Tenant::ReserveGraph() {
+  return Charge<uint32_t>(graphs_, 1, quota().max_graphs(), name_,
+                          "quota.max_graphs", " graphs");
+}
+void Tenant::ReleaseGraph() { graphs_.fetch_sub(1); }
+
 absl::Status Tenant::ReserveWait() {
   return Charge<uint32_t>(waits_, 1, kMaxPendingWaits, name_,
                           "limit of pending waits (synchronize and WaitFlag "

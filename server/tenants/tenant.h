@@ -72,6 +72,10 @@ class Tenant {
   void ReleaseQueue(uint32_t count = 1);
   absl::Status ReserveMemory(uint64_t bytes);
   void ReleaseMemory(uint64_t bytes);
+  // Captured graphs (quota.max_graphs), until the last launch using one has
+  // run.
+  absl::Status ReserveGraph();
+  void ReleaseGraph();
   // Host-side waits the daemon holds for the tenant's calls (synchronize,
   // WaitFlag) until their work completes: a call that timed out or was
   // abandoned keeps its watch until then, so their number is bounded
@@ -92,6 +96,7 @@ class Tenant {
   uint32_t sessions() const { return sessions_.load(); }
   uint32_t queues() const { return queues_.load(); }
   uint64_t memory_bytes() const { return memory_bytes_.load(); }
+  uint32_t graphs() const { return graphs_.load(); }
   uint32_t waits() const { return waits_.load(); }
   // Fills `stats` (GetStats).
   void Describe(v1::TenantStats* stats) const;
@@ -121,6 +126,7 @@ class Tenant {
   std::atomic<uint32_t> sessions_{0};
   std::atomic<uint32_t> queues_{0};
   std::atomic<uint32_t> waits_{0};
+  std::atomic<uint32_t> graphs_{0};
   std::atomic<uint64_t> memory_bytes_{0};
 };
 

@@ -16,7 +16,7 @@ from gpustream._client import MAX_VERSION, MIN_VERSION, Client, connect
 from gpustream._core import CLOSE_TIMEOUT_S
 from gpustream._errors import Error
 from gpustream._objects import (EQUAL, GREATER_EQUAL, Buffer, Event, Flag,
-                                WaitCondition)
+                                Graph, WaitCondition)
 from gpustream._queue import Queue
 from gpustream._session import Session
 
@@ -26,6 +26,6 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Buffer", "CLOSE_TIMEOUT_S", "Client", "EQUAL", "Error", "Event", "Flag",
-    "GREATER_EQUAL", "MAX_VERSION", "MIN_VERSION", "Queue", "Session",
+    "GREATER_EQUAL", "Graph", "MAX_VERSION", "MIN_VERSION", "Queue", "Session",
     "WaitCondition", "connect",
 ]

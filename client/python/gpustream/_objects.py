@@ -229,6 +229,19 @@ class Event(SessionObject):
         return result.event_elapsed_time.milliseconds
 
 
+class Graph(SessionObject):
+    """A captured graph: work recorded once on a queue (``Queue.capture``)
+    and replayed by one command (``Queue.launch_graph``) on any queue of its
+    session, any number of times; launches of one graph never overlap.
+    ``close()`` destroys it: launches already enqueued still run, and the
+    buffers it uses (even ones freed since) live until they have."""
+
+    _destroy_op = "destroy_graph"
+
+    def _fill_destroy(self, command: Any) -> None:
+        command.destroy_graph.graph_id = self.id
+
+
 class Flag(SessionObject):
     """A completion flag: a 64-bit value (starting at 0) that the host
     signals and queues wait on (``Queue.wait_for_host_value``), or that a

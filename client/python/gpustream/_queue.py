@@ -5,9 +5,10 @@ Internal to the package; ``Queue`` is exported by ``gpustream``."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from typing import (TYPE_CHECKING, Any, Callable, List, Optional, Tuple,
-                    Union)
+from typing import (TYPE_CHECKING, Any, Callable, Iterator, List, Optional,
+                    Tuple, Union)
 
 import grpc
 
@@ -15,8 +16,9 @@ from gpustream import _args
 from gpustream._core import MAX_WRITE_PIECE
 from gpustream._commands import Outgoing, queue_name
 from gpustream._errors import Error
-from gpustream._objects import (EQUAL, Buffer, Event, Flag, SessionObject,
-                                WaitCondition, own_id, u64, wait_condition)
+from gpustream._objects import (EQUAL, Buffer, Event, Flag, Graph,
+                                SessionObject, WaitCondition, own_id, u64,
+                                wait_condition)
 from gpustream._proto import pb
 from gpustream._timeouts import (answer_wait, checked_timeout, deadline_of,
                                  timeout_ms)
@@ -70,6 +72,7 @@ class Queue(SessionObject):
         self._host_flag: Optional[int] = None
         self._reached_flag: Optional[int] = None
         self._host_funcs = 0
+        self._capturing = False  # Between begin_capture and end_capture.
 
     def _fill_destroy(self, command: Any) -> None:
         command.destroy_queue.queue_id = self.id
@@ -224,6 +227,14 @@ class Queue(SessionObject):
             raise Error(grpc.StatusCode.INVALID_ARGUMENT,
                         f"enqueue_host_func takes a callable, not "
                         f"{type(fn).__name__}")
+        if self._capturing:
+            # Its release protocol (a ticket per call on the queue's flags)
+            # holds for one run, not for every launch of a graph.
+            raise Error(grpc.StatusCode.UNIMPLEMENTED,
+                        "enqueue_host_func cannot be captured by this client "
+                        "(its blocking protocol runs once, not on every "
+                        "launch of a graph); capture a write_flag and watch "
+                        "the flag instead")
         core, queue_id = self._core, self.id
         with self._host_lock:
             self._check()
@@ -264,6 +275,72 @@ class Queue(SessionObject):
             core.submit(items)
             self._host_flag, self._reached_flag = flag_id, reached_id
             self._host_funcs = ticket
+
+    # -- graphs ----------------------------------------------------------
+
+    def begin_capture(self) -> None:
+        """From now on the queue records what is enqueued on it (launches,
+        copies, fills, writes, ``write_flag``, ``wait_for_host_value``, and
+        ``record_event``/``wait_for`` of events recorded within the capture)
+        instead of running it; the daemon validates it all now, so a launch
+        of the graph validates nothing. Meanwhile ``synchronize``, ``read``
+        and ``is_idle`` of this queue fail with FAILED_PRECONDITION,
+        ``wait_for(queue)`` with INVALID_ARGUMENT; ``enqueue_host_func``
+        raises UNIMPLEMENTED. Prefer ``with queue.capture() as graph:``."""
+        self._check()
+        queue_id = self.id
+        self._core.enqueue(
+            queue_id, "begin_capture", "",
+            lambda c: setattr(c.begin_capture, "queue_id", queue_id))
+        self._capturing = True
+
+    def end_capture(self, graph: Optional[Graph] = None) -> Graph:
+        """Ends the capture and returns its graph (``graph``: the handle to
+        fill in, as ``capture()`` does; None: a new one)."""
+        self._check()
+        if graph is None:
+            graph = Graph(self._session, self._core.mint_id())
+        queue_id, graph_id = self.id, graph.id
+
+        def fill(command: Any) -> None:
+            end = command.end_capture
+            end.queue_id = queue_id
+            end.id = graph_id
+
+        self._capturing = False
+        self._core.enqueue(queue_id, "end_capture", str(graph_id), fill)
+        return graph
+
+    @contextlib.contextmanager
+    def capture(self) -> Iterator[Graph]:
+        """``with queue.capture() as graph: ...`` records the block's work
+        on this queue into ``graph`` (usable once the block ends; see
+        ``begin_capture``). If the block raises, the capture still ends and
+        the graph is closed."""
+        graph = Graph(self._session, self._core.mint_id())
+        self.begin_capture()
+        try:
+            yield graph
+        except BaseException:
+            self.end_capture(graph)
+            graph.close()
+            raise
+        self.end_capture(graph)
+
+    def launch_graph(self, graph: Graph) -> None:
+        """Enqueues ``graph``'s work here, as if its commands were enqueued
+        in capture order. Launches of one graph never overlap (a launch on
+        another queue waits for the previous one to end)."""
+        self._check()
+        queue_id = self.id
+        graph_id = own_id(self._core, graph, Graph, "launch_graph")
+
+        def fill(command: Any) -> None:
+            launch = command.launch_graph
+            launch.queue_id = queue_id
+            launch.graph_id = graph_id
+
+        self._core.enqueue(queue_id, "launch_graph", str(graph_id), fill)
 
     # -- kernels ---------------------------------------------------------
 

@@ -115,6 +115,48 @@ def test_launch_configuration_errors(session):
     assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
 
 
+def test_graph_capture_and_replay(session):
+    q, other = session.create_queue(), session.create_queue()
+    counter, src, dst = (session.allocate(16) for _ in range(3))
+    with q.capture() as graph:
+        q.fill(src, 0x01020304)
+        q.copy(src, dst)
+        q.launch("samples", "add_u64", 1, 1, counter, 5)
+        with pytest.raises(gpustream.Error) as e:
+            q.enqueue_host_func(lambda: None)
+        assert e.value.code == grpc.StatusCode.UNIMPLEMENTED
+    assert isinstance(graph, gpustream.Graph)
+    assert counter.read(dtype=np.uint64)[0] == 0  # Nothing ran yet.
+    src.close()  # The graph keeps it.
+    for _ in range(3):
+        q.launch_graph(graph)
+    other.launch_graph(graph)  # Waits for the launches on q.
+    other.synchronize()
+    assert counter.read(dtype=np.uint64)[0] == 20
+    np.testing.assert_array_equal(dst.read(dtype=np.uint32), [0x01020304] * 4)
+    graph.close()
+    with pytest.raises(gpustream.Error) as e:
+        q.launch_graph(graph)
+    assert e.value.code == grpc.StatusCode.FAILED_PRECONDITION
+
+
+def test_graph_capture_rules(session):
+    q = session.create_queue()
+    q.begin_capture()
+    with pytest.raises(gpustream.Error) as e:
+        q.synchronize()
+    assert e.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert "capture" in str(e.value)
+    q.wait_for(session.default_queue)
+    graph = q.end_capture()
+    with pytest.raises(gpustream.Error) as e:
+        q.synchronize()
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "WaitQueue cannot be captured" in str(e.value)
+    q.launch_graph(graph)  # Empty: the refused wait was not recorded.
+    q.synchronize()
+
+
 def test_add_u64_and_buffer_offsets(session):
     counter = session.allocate(16)
     q = session.create_queue()

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -51,6 +52,26 @@ class CpuBuffer : public Buffer {
   const uint64_t size_;
   const MemoryKind kind_;
 };
+
+// The memory operations of a CPU queue, on buffers of the CPU device (the
+// session layer only pairs objects of one device, so the downcasts are
+// exact). Ranges were validated by the caller.
+inline std::byte* CpuData(const std::shared_ptr<Buffer>& buffer,
+                          uint64_t offset) {
+  return static_cast<CpuBuffer&>(*buffer).data() + offset;
+}
+inline void CpuCopy(const std::shared_ptr<Buffer>& src, uint64_t src_offset,
+                    const std::shared_ptr<Buffer>& dst, uint64_t dst_offset,
+                    uint64_t size) {
+  // memmove: source and destination may overlap in one buffer.
+  std::memmove(CpuData(dst, dst_offset), CpuData(src, src_offset), size);
+}
+// Repeats the 32-bit `value` over `size` bytes (a multiple of 4).
+inline void CpuFill(const std::shared_ptr<Buffer>& dst, uint64_t offset,
+                    uint64_t size, uint32_t value) {
+  std::byte* p = CpuData(dst, offset);
+  for (uint64_t i = 0; i < size; i += 4) std::memcpy(p + i, &value, 4);
+}
 
 }  // namespace gpustream::backend
 

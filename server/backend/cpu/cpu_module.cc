@@ -17,10 +17,10 @@
 namespace gpustream::backend {
 namespace {
 
-GsArg ToGsArg(KernelArg& arg) {
+GsArg ToGsArg(const KernelArg& arg) {
   GsArg out{};
   std::visit(
-      [&out](auto& v) {
+      [&out](const auto& v) {
         using T = std::decay_t<decltype(v)>;
         if constexpr (std::is_same_v<T, BufferArg>) {
           out.kind = GS_PARAM_BUFFER;
@@ -47,7 +47,9 @@ GsArg ToGsArg(KernelArg& arg) {
         } else {
           static_assert(std::is_same_v<T, std::string>);
           out.kind = GS_PARAM_BYTES;
-          out.value.span = {v.data(), v.size()};
+          // Kernels only read BYTES (the ABI's span type is shared with
+          // BUFFER); a captured graph passes the same bytes to every replay.
+          out.value.span = {const_cast<char*>(v.data()), v.size()};
         }
       },
       arg);
@@ -161,7 +163,7 @@ class GridBarrier {
 }  // namespace
 
 absl::Status CpuKernel::Run(const LaunchConfig& config,
-                            std::vector<KernelArg>& args,
+                            const std::vector<KernelArg>& args,
                             const volatile int* stop_requested) const {
   GsArg gs_args[16];
   std::vector<GsArg> many;

@@ -38,7 +38,8 @@ class CpuKernel : public Kernel {
   // (GsLaunch::stop_requested; modules of ABI 1 never look at it).
   // INTERNAL ("kernel fault") with the kernel's message if it fails (the
   // first failing block's, in block order).
-  absl::Status Run(const LaunchConfig& config, std::vector<KernelArg>& args,
+  absl::Status Run(const LaunchConfig& config,
+                   const std::vector<KernelArg>& args,
                    const volatile int* stop_requested) const;
 
  private:

@@ -10,20 +10,6 @@
 #include "server/backend/cpu/cpu_buffer.h"
 
 namespace gpustream::backend {
-namespace {
-
-// The most time one turn on an execution thread runs further ops after
-// its first (see RunNext).
-constexpr std::chrono::microseconds kTurnSlice(20);
-
-// Objects handed to a CPU queue come from the CPU device (the session layer
-// only pairs objects of one device), so the downcasts below are exact.
-std::byte* Data(const std::shared_ptr<Buffer>& buffer, uint64_t offset) {
-  return static_cast<CpuBuffer&>(*buffer).data() + offset;
-}
-
-}  // namespace
-
 // --- The core ---------------------------------------------------------------
 
 CpuQueueCore::CpuQueueCore(CpuScheduler* scheduler,
@@ -80,6 +66,27 @@ void CpuQueueCore::Enqueue(CpuOp op) {
   if (wake) scheduler_->Wake(entry_, shared_from_this());
 }
 
+void CpuQueueCore::EnqueueBatch(std::vector<CpuOp> ops) {
+  if (ops.empty()) return;
+  uint64_t staged = 0;
+  for (const CpuOp& op : ops) staged += op.staged_bytes;
+  ChargeInflight(static_cast<int64_t>(ops.size()));
+  if (staged != 0) {
+    account_->staged_bytes.fetch_add(static_cast<int64_t>(staged),
+                                     std::memory_order_relaxed);
+  }
+  bool wake = false;
+  {
+    absl::MutexLock lock(&mu_);
+    for (CpuOp& op : ops) {
+      op.seq = ++next_seq_;
+      ops_.push_back(std::move(op));
+    }
+    if (!scheduled_ && !parked_) scheduled_ = wake = true;
+  }
+  if (wake) scheduler_->Wake(entry_, shared_from_this());
+}
+
 void CpuQueueCore::SettleLocked(Deferred* out) {
   const uint64_t first_unfinished = running_        ? running_seq_
                                     : parked_       ? parked_op_.seq
@@ -130,7 +137,7 @@ bool CpuQueueCore::RunNext(LaunchSlot& slot) {
   // their turn, so others wait at most one op plus the slice.
   const auto start = std::chrono::steady_clock::now();
   while (RunOne(slot)) {
-    if (std::chrono::steady_clock::now() - start >= kTurnSlice) return true;
+    if (std::chrono::steady_clock::now() - start >= kCpuTurnSlice) return true;
   }
   return false;
 }
@@ -160,16 +167,20 @@ bool CpuQueueCore::RunOne(LaunchSlot& slot) {
   }
 
   absl::Status status;
+  bool again = false;  // The op has more to do (Context::again).
   if (!skipped.empty()) {
     DropOps(skipped, sticky);
   } else if (op.kind == CpuOp::Kind::kWork) {
     const absl::Status ok;
-    status = op.fn({ok, /*dropped=*/false, this, &slot});
-    const uint64_t staged = op.staged_bytes;
-    // Destroyed before it counts as done: it may hold the last reference
-    // to objects whose release a waiter expects.
-    op = CpuOp();
-    Count(1, staged, /*completed=*/true);
+    status = op.fn({ok, /*dropped=*/false, this, &slot, &again});
+    again = again && status.ok();
+    if (!again) {
+      const uint64_t staged = op.staged_bytes;
+      // Destroyed before it counts as done: it may hold the last reference
+      // to objects whose release a waiter expects.
+      op = CpuOp();
+      Count(1, staged, /*completed=*/true);
+    }
   } else {
     const bool ready =
         op.kind == CpuOp::Kind::kWaitEvent
@@ -210,6 +221,9 @@ bool CpuQueueCore::RunOne(LaunchSlot& slot) {
   {
     absl::MutexLock lock(&mu_);
     running_ = false;
+    // Back at the head, even after a Cancel: a later turn then drops it
+    // with the rest (its records complete), as it drops every op left.
+    if (again) ops_.push_front(std::move(op));
     if (!status.ok() && error_.ok()) {
       error_ = status;
       first_failure = true;
@@ -273,7 +287,7 @@ void CpuQueueCore::Resume(uint64_t gen) {
 
 absl::Status CpuQueueCore::RunLaunch(LaunchSlot& slot, const CpuKernel& kernel,
                                      const LaunchConfig& config,
-                                     std::vector<KernelArg>& args) {
+                                     const std::vector<KernelArg>& args) {
   const uint64_t id = slot.Begin();
   {
     absl::MutexLock lock(&mu_);
@@ -394,17 +408,22 @@ absl::Status CpuQueue::Work(
 absl::Status CpuQueue::Launch(const Kernel& kernel, const LaunchConfig& config,
                               std::vector<KernelArg> args) {
   const auto& cpu_kernel = static_cast<const CpuKernel&>(kernel);
+  if (absl::Status s = CheckLaunch(kernel, config); !s.ok()) return s;
+  return Work([&cpu_kernel, config, args = std::move(args)](
+                  const CpuOp::Context& c) mutable -> absl::Status {
+    if (c.dropped) return absl::OkStatus();
+    return c.core->RunLaunch(*c.slot, cpu_kernel, config, args);
+  });
+}
+
+absl::Status CpuQueue::CheckLaunch(const Kernel&, const LaunchConfig& config) {
   if (config.cooperative && config.grid.Volume() > kCpuMaxCooperativeBlocks) {
     return absl::OutOfRangeError(absl::StrCat(
         "cooperative grid of ", config.grid.Volume(),
         " blocks: the CPU device holds at most ", kCpuMaxCooperativeBlocks,
         " blocks resident at once (one thread each)"));
   }
-  return Work([&cpu_kernel, config, args = std::move(args)](
-                  const CpuOp::Context& c) mutable -> absl::Status {
-    if (c.dropped) return absl::OkStatus();
-    return c.core->RunLaunch(*c.slot, cpu_kernel, config, args);
-  });
+  return absl::OkStatus();
 }
 
 absl::Status CpuQueue::Write(std::shared_ptr<Buffer> dst, uint64_t offset,
@@ -414,7 +433,7 @@ absl::Status CpuQueue::Write(std::shared_ptr<Buffer> dst, uint64_t offset,
       [dst = std::move(dst), offset,
        data = std::move(data)](const CpuOp::Context& c) {
         if (!c.dropped)
-          std::memcpy(Data(dst, offset), data.data(), data.size());
+          std::memcpy(CpuData(dst, offset), data.data(), data.size());
         return absl::OkStatus();
       },
       staged);
@@ -427,7 +446,8 @@ absl::Status CpuQueue::Read(std::shared_ptr<Buffer> src, uint64_t offset,
     if (c.dropped) {
       done(c.status);
     } else {
-      done(std::string(reinterpret_cast<const char*>(Data(src, offset)), size));
+      done(std::string(reinterpret_cast<const char*>(CpuData(src, offset)),
+                       size));
     }
     return absl::OkStatus();
   });
@@ -438,10 +458,7 @@ absl::Status CpuQueue::Copy(std::shared_ptr<Buffer> src, uint64_t src_offset,
                             uint64_t size) {
   return Work([src = std::move(src), src_offset, dst = std::move(dst),
                dst_offset, size](const CpuOp::Context& c) {
-    // memmove: source and destination may overlap in one buffer.
-    if (!c.dropped) {
-      std::memmove(Data(dst, dst_offset), Data(src, src_offset), size);
-    }
+    if (!c.dropped) CpuCopy(src, src_offset, dst, dst_offset, size);
     return absl::OkStatus();
   });
 }
@@ -450,9 +467,7 @@ absl::Status CpuQueue::Fill(std::shared_ptr<Buffer> dst, uint64_t offset,
                             uint64_t size, uint32_t value) {
   return Work(
       [dst = std::move(dst), offset, size, value](const CpuOp::Context& c) {
-        if (c.dropped) return absl::OkStatus();
-        std::byte* p = Data(dst, offset);
-        for (uint64_t i = 0; i < size; i += 4) std::memcpy(p + i, &value, 4);
+        if (!c.dropped) CpuFill(dst, offset, size, value);
         return absl::OkStatus();
       });
 }

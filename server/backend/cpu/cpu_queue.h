@@ -27,6 +27,10 @@ namespace gpustream::backend {
 
 class CpuQueueCore;
 
+// The most time one turn on an execution thread runs further ops after its
+// first (CpuQueueCore::RunNext), and a resumable op runs before it yields.
+inline constexpr std::chrono::microseconds kCpuTurnSlice(20);
+
 // One enqueued operation.
 struct CpuOp {
   enum class Kind : uint8_t { kWork, kWaitEvent, kWaitFlag };
@@ -41,6 +45,11 @@ struct CpuOp {
     bool dropped;
     CpuQueueCore* core;
     LaunchSlot* slot;  // The execution thread's; null when dropped.
+    // A run may set it (OK status only) when the op has more to do: the op
+    // stays at the head of the queue and runs on at the queue's next turn,
+    // so a long op (a captured graph's commands) yields to the fair-share
+    // scheduler like a stream of short ones. Null when dropped.
+    bool* again = nullptr;
   };
 
   Kind kind = Kind::kWork;
@@ -69,8 +78,8 @@ struct CpuOp {
 //
 // Turns: the scheduler runs a core on one execution thread at a time; a
 // turn runs the next op, then further ops while they are ready and the
-// turn is under kTurnSlice (20 us): a storm of tiny ops costs one pick per
-// slice. A wait not yet satisfied parks the core (no thread is held) until
+// turn is under kCpuTurnSlice (20 us): a storm of tiny ops costs one pick
+// per slice. A wait not yet satisfied parks the core (no thread is held) until
 // its flag or event point calls Resume.
 class CpuQueueCore final : public CpuScheduler::Task,
                            public std::enable_shared_from_this<CpuQueueCore> {
@@ -84,6 +93,8 @@ class CpuQueueCore final : public CpuScheduler::Task,
 
   // Appends `op`, waking the queue if it was not scheduled. Never blocks.
   void Enqueue(CpuOp op);
+  // Appends `ops` in order, under one lock (a graph's launch).
+  void EnqueueBatch(std::vector<CpuOp> ops);
   // Queue::OnIdle: `done` fires once every op enqueued so far has run or
   // been dropped and dropped ops' callbacks have been delivered.
   void OnIdle(Queue::Done done);
@@ -105,7 +116,7 @@ class CpuQueueCore final : public CpuScheduler::Task,
   // the limit, whatever the kernel returned.
   absl::Status RunLaunch(LaunchSlot& slot, const CpuKernel& kernel,
                          const LaunchConfig& config,
-                         std::vector<KernelArg>& args);
+                         const std::vector<KernelArg>& args);
 
   // CpuScheduler::Task.
   bool RunNext(LaunchSlot& slot) override;
@@ -190,6 +201,8 @@ class CpuQueue : public Queue {
 
   absl::Status Launch(const Kernel& kernel, const LaunchConfig& config,
                       std::vector<KernelArg> args) override;
+  absl::Status CheckLaunch(const Kernel& kernel,
+                           const LaunchConfig& config) override;
   absl::Status Write(std::shared_ptr<Buffer> dst, uint64_t offset,
                      std::string data) override;
   absl::Status Read(std::shared_ptr<Buffer> src, uint64_t offset, uint64_t size,
@@ -206,6 +219,8 @@ class CpuQueue : public Queue {
                         WaitCondition condition) override;
   absl::Status WriteFlag(std::shared_ptr<Flag> flag, uint64_t value) override;
   absl::Status HostFunc(absl::AnyInvocable<void()> fn) override;
+  // cpu_graph.cc: runs of commands between waits become one resumable op.
+  absl::Status LaunchGraph(std::shared_ptr<const Graph> graph) override;
   void OnIdle(Done done) override { core_->OnIdle(std::move(done)); }
   void Cancel(const absl::Status& reason) override { core_->Cancel(reason); }
   bool IsIdle() override { return core_->IsIdle(); }

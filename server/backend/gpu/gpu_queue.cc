@@ -63,13 +63,7 @@ class StagingLease {
 absl::Status GpuQueue::Launch(const Kernel& kernel, const LaunchConfig& config,
                               std::vector<KernelArg> args) {
   const auto& gpu_kernel = static_cast<const GpuKernel&>(kernel);
-  if (config.cooperative || config.clustered) {
-    if (absl::Status s = gpu_kernel.CheckLaunchFits(core_->device(),
-                                                    core_->sm_count(), config);
-        !s.ok()) {
-      return s;
-    }
-  }
+  if (absl::Status s = CheckLaunch(kernel, config); !s.ok()) return s;
   auto block = std::make_shared<GpuArgBlock>(
       PackArgs(gpu_kernel.signature(), args, [](const BufferArg& b) {
         return static_cast<uint64_t>(Ptr(b.buffer, b.offset));
@@ -88,6 +82,13 @@ absl::Status GpuQueue::Launch(const Kernel& kernel, const LaunchConfig& config,
   op.done = [args = std::move(args)](absl::Status) {};
   op.kernel = true;
   return core_->Submit(std::move(op));
+}
+
+absl::Status GpuQueue::CheckLaunch(const Kernel& kernel,
+                                   const LaunchConfig& config) {
+  if (!config.cooperative && !config.clustered) return absl::OkStatus();
+  return static_cast<const GpuKernel&>(kernel).CheckLaunchFits(
+      core_->device(), core_->sm_count(), config);
 }
 
 absl::Status GpuQueue::Write(std::shared_ptr<Buffer> dst, uint64_t offset,

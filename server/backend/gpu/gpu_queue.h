@@ -257,6 +257,8 @@ class GpuQueue : public Queue {
 
   absl::Status Launch(const Kernel& kernel, const LaunchConfig& config,
                       std::vector<KernelArg> args) override;
+  absl::Status CheckLaunch(const Kernel& kernel,
+                           const LaunchConfig& config) override;
   absl::Status Write(std::shared_ptr<Buffer> dst, uint64_t offset,
                      std::string data) override;
   absl::Status Read(std::shared_ptr<Buffer> src, uint64_t offset, uint64_t size,
