@@ -170,17 +170,18 @@ double SubmitNoopLaunchRate(client::Queue& queue, int n,
 
 double GraphNoopLaunchRate(client::Queue& queue, int n, int graph_size,
                            absl::Duration budget) {
-  client::Graph graph = queue.capture([&] {
+  absl::StatusOr<client::Graph> graph = queue.capture([&] {
     for (int i = 0; i < graph_size; ++i) {
       queue.launch("samples", "noop", {1}, {1}, {});
     }
   });
-  for (int i = 0; i < 100; ++i) queue.launch(graph);
+  Check(graph.status(), "capturing the graph");
+  for (int i = 0; i < 100; ++i) queue.launch(*graph);
   Check(queue.synchronize(kDrainTimeout), "warm-up graph launches");
   const absl::Time start = absl::Now();
   absl::StatusOr<int> launched =
       RepeatUntil(std::max(1, n / graph_size), start + budget, [&] {
-        queue.launch(graph);
+        queue.launch(*graph);
         return absl::OkStatus();  // Failures come back at the synchronize.
       });
   Check(queue.synchronize(kDrainTimeout), "pipelined graph launches");

@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "bench/bench_util.h"
 #include "server/backend/cpu/cpu_device.h"
+#include "server/backend/graph.h"
 #include "server/metrics/metrics.h"
 #include "server/modules/module_registry.h"
 #include "server/usage.h"
@@ -26,12 +27,18 @@
 ABSL_FLAG(int, round_trips, 5000, "Round trips per latency figure");
 ABSL_FLAG(int, launches, 200000, "Launches per throughput figure");
 ABSL_FLAG(int, lone_launches, 500, "Lone launches timed enqueue to completion");
+ABSL_FLAG(bool, in_process_only, false,
+          "Measure the CPU backend in-process only (no daemon, no RPC): for "
+          "profiling the backend");
 ABSL_FLAG(bool, metrics, false,
           "Count every call in Prometheus metrics, as gpustreamd "
           "--metrics_listen does (to measure what that costs)");
 
 namespace gpustream::bench {
 namespace {
+
+// Noop launches per captured graph (issue: a graph of 64).
+constexpr int kGraphSize = 64;
 
 // Launches/s of `n` noops straight into a CPU queue, then one wait.
 double InProcessLaunchRate(int n) {
@@ -48,6 +55,31 @@ double InProcessLaunchRate(int n) {
   idle.WaitForNotification();
   const double rate = n / absl::ToDoubleSeconds(absl::Now() - start);
   Check(launched, "in-process launches");
+  return rate;
+}
+
+// Effective launches/s of a graph of `graph_size` noops launched about
+// n / graph_size times straight into a CPU queue, then one wait: the
+// backend's replay alone, without the RPC.
+double InProcessGraphLaunchRate(int n, int graph_size) {
+  backend::CpuDevice device({});
+  auto registry = *modules::ModuleRegistry::Create(device, {});
+  const backend::Kernel* noop = *registry->Find("samples", "noop");
+  auto queue = *device.CreateQueue({});
+  std::vector<backend::GraphCommand> commands(
+      graph_size, backend::GraphLaunch{noop, {}, {}});
+  auto graph = std::make_shared<const backend::Graph>(std::move(commands));
+  const int launches = std::max(1, n / graph_size);
+  const absl::Time start = absl::Now();
+  absl::Status launched;
+  for (int i = 0; i < launches; ++i)
+    launched.Update(queue->LaunchGraph(graph, nullptr));
+  absl::Notification idle;
+  queue->OnIdle([&](absl::Status) { idle.Notify(); });
+  idle.WaitForNotification();
+  const double rate = double{1} * launches * graph_size /
+                      absl::ToDoubleSeconds(absl::Now() - start);
+  Check(launched, "in-process graph launches");
   return rate;
 }
 
@@ -90,9 +122,6 @@ LoneLaunch LoneLaunchLatency(BenchClient& c, client::Queue& queue, int n) {
   return {us[us.size() / 2], us[us.size() * 99 / 100]};
 }
 
-// Noop launches per captured graph (issue: a graph of 64).
-constexpr int kGraphSize = 64;
-
 struct TransportFigures {
   SyncFigures sync;
   double launches_per_s;
@@ -132,6 +161,10 @@ int Run() {
       metrics ? "on" : "off");
   std::printf("%-48s %12.0f launches/s\n",
               "noop launches straight into the CPU backend", in_process);
+  std::printf("%-48s %12.0f launches/s\n",
+              "64-noop graphs straight into the CPU backend",
+              InProcessGraphLaunchRate(launches, kGraphSize));
+  if (absl::GetFlag(FLAGS_in_process_only)) return 0;
   const char* names[] = {"unix socket", "TCP 127.0.0.1"};
   for (int t = 0; t < 2; ++t) {
     TransportFigures f = MeasureTransport(daemon.addresses()[t]);

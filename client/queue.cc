@@ -190,18 +190,23 @@ void Queue::begin_capture() {
   capturing_ = true;
 }
 
-Graph Queue::end_capture() {
+absl::StatusOr<Graph> Queue::end_capture() {
   const uint64_t graph_id = core().MintId();
-  Send(absl::OkStatus(), [&](v1::Command& c) {
-    auto* end = c.mutable_end_capture();
-    end->set_queue_id(id());
-    end->set_id(graph_id);
-  });
+  // Answered: a refused EndCapture (a quota) leaves the queue capturing, and
+  // the caller must know before enqueueing more.
+  auto ended = core().Call(
+      [&](v1::Command& c) {
+        auto* end = c.mutable_end_capture();
+        end->set_queue_id(id());
+        end->set_id(graph_id);
+      },
+      SessionCore::Answer::kAck);
+  if (!ended.ok()) return ended.status();
   capturing_ = false;
   return Graph(core_ptr(), graph_id);
 }
 
-Graph Queue::capture(absl::FunctionRef<void()> record) {
+absl::StatusOr<Graph> Queue::capture(absl::FunctionRef<void()> record) {
   begin_capture();
   record();
   return end_capture();

@@ -116,12 +116,14 @@ class Queue : public Handle {
   // reading from it meanwhile (synchronize, read, is_idle) fails with
   // FAILED_PRECONDITION, wait_for(queue) with INVALID_ARGUMENT;
   // enqueue_host_func is refused (UNIMPLEMENTED) by this client. Errors
-  // are reported as for any enqueue.
+  // of the captured commands are reported as for any enqueue.
+  // end_capture() waits for the daemon's answer: refused (a quota, or no
+  // capture), the queue goes on capturing (or never was).
   void begin_capture();
-  Graph end_capture();
+  absl::StatusOr<Graph> end_capture();
   // begin_capture(), `record()`, end_capture():
-  //   client::Graph g = q.capture([&] { q.launch(...); q.copy(...); });
-  Graph capture(absl::FunctionRef<void()> record);
+  //   auto g = q.capture([&] { q.launch(...); q.copy(...); });
+  absl::StatusOr<Graph> capture(absl::FunctionRef<void()> record);
   // Enqueues the graph's work here, as if its commands were enqueued in
   // capture order. Launches of one graph never overlap.
   void launch(const Graph& graph);

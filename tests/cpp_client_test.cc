@@ -103,11 +103,13 @@ TEST_F(CppClientTest, GraphsCaptureOnceAndReplay) {
   ASSERT_TRUE(counter.ok() && src.ok() && dst.ok());
   q.fill(*counter, 0, 8, 0);
   ASSERT_TRUE(q.synchronize(absl::Seconds(10)).ok());
-  client::Graph graph = q.capture([&] {
+  absl::StatusOr<client::Graph> captured = q.capture([&] {
     q.fill(*src, 0, 16, 0x01020304);
     q.copy(*src, 0, *dst, 0, 16);
     q.launch("samples", "add_u64", {1}, {1}, {*counter, uint64_t{5}});
   });
+  ASSERT_TRUE(captured.ok()) << captured.status();
+  client::Graph graph = *std::move(captured);
   *src = client::Buffer();  // Freed: the graph keeps it.
   for (int i = 0; i < 3; ++i) q.launch(graph);
   other.launch(graph);  // Starts after the launches on q.
@@ -122,13 +124,16 @@ TEST_F(CppClientTest, GraphsCaptureOnceAndReplay) {
   q.begin_capture();
   q.enqueue_host_func([] {});
   q.wait_for(other);
-  client::Graph refused = q.end_capture();
+  absl::StatusOr<client::Graph> refused = q.end_capture();
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  absl::StatusOr<client::Graph> none = q.end_capture();
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kFailedPrecondition);
   // Both rejections, in order, in one report.
   absl::Status s = q.synchronize(absl::Seconds(10));
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
   EXPECT_THAT(s.message(), HasSubstr("; then INVALID_ARGUMENT"));
   EXPECT_THAT(s.message(), HasSubstr("WaitQueue cannot be captured"));
-  q.launch(refused);  // Empty: neither was recorded.
+  q.launch(*refused);  // Empty: neither was recorded.
   EXPECT_TRUE(q.synchronize(absl::Seconds(10)).ok());
 }
 

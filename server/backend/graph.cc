@@ -72,8 +72,16 @@ absl::Status ReplayGraph(Queue& queue,
   return absl::OkStatus();
 }
 
-absl::Status Queue::LaunchGraph(std::shared_ptr<const Graph> graph) {
-  return ReplayGraph(*this, graph);
+absl::Status Queue::LaunchGraph(std::shared_ptr<const Graph> graph,
+                                std::shared_ptr<Event> done) {
+  absl::Status replayed = ReplayGraph(*this, graph);
+  if (done == nullptr) return replayed;
+  // Recorded even after a refusal part-way: the commands enqueued before it
+  // run, and the next launch must wait for them. The graph lives until
+  // then (its commands hold its objects, not the graph's own charges).
+  absl::Status recorded = RecordEvent(done);
+  if (recorded.ok()) done->OnComplete([graph = std::move(graph)] {});
+  return replayed.ok() ? recorded : replayed;
 }
 
 }  // namespace gpustream::backend

@@ -104,10 +104,14 @@ class Queue {
   virtual absl::Status HostFunc(absl::AnyInvocable<void()> fn) = 0;
 
   // Enqueues a captured graph's commands as if each were enqueued here, in
-  // order; the queued work holds `graph` until it has run. The default
-  // (graph.cc) enqueues them one by one through the methods above; a
-  // backend may do it faster. The caller serializes launches of one graph.
-  virtual absl::Status LaunchGraph(std::shared_ptr<const Graph> graph);
+  // order, then records `done` (if not null: the launch's end, for the
+  // next launch of the graph to wait on; recorded even when the launch
+  // fails part-way, after what was enqueued); the queued work holds
+  // `graph` until it has run. The default (graph.cc) enqueues them one by
+  // one through the methods above; a backend may do it faster. The caller
+  // serializes launches of one graph.
+  virtual absl::Status LaunchGraph(std::shared_ptr<const Graph> graph,
+                                   std::shared_ptr<Event> done);
 
   // Calls `done` with the sticky status once all work enqueued so far has
   // completed (or been dropped by Cancel): at once, on this thread, when the

@@ -213,6 +213,7 @@ bool ClientMintedId(const v1::CreateQueueRequest& r) { return r.id() != 0; }
 bool ClientMintedId(const v1::CreateEventRequest& r) { return r.id() != 0; }
 bool ClientMintedId(const v1::CreateFlagRequest& r) { return r.id() != 0; }
 bool ClientMintedId(const v1::AllocateBufferRequest& r) { return r.id() != 0; }
+bool ClientMintedId(const v1::EndCaptureRequest& r) { return r.id() != 0; }
 
 // The result bytes a command promises: a read's data.
 template <typename Req>

@@ -17,12 +17,22 @@ GraphRecorder::~GraphRecorder() {
 std::vector<GraphCommand> GraphRecorder::Take(uint64_t* charged_bytes) {
   absl::MutexLock lock(&mu_);
   *charged_bytes = std::exchange(charged_bytes_, 0);
-  recorded_.clear();
+  ended_ = true;
   return std::exchange(commands_, {});
 }
 
 absl::Status GraphRecorder::Record(GraphCommand command) {
   absl::MutexLock lock(&mu_);
+  return RecordLocked(std::move(command));
+}
+
+absl::Status GraphRecorder::RecordLocked(GraphCommand command) {
+  if (ended_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(name_,
+                     " ended (EndCapture) while this command was on "
+                     "its way; it was neither recorded nor run"));
+  }
   if (commands_.size() >= backend::kMaxGraphCommands) {
     return absl::ResourceExhaustedError(
         absl::StrCat(name_, " holds the most commands a graph may have (",
@@ -44,20 +54,18 @@ absl::Status GraphRecorder::Launch(const backend::Kernel& kernel,
 absl::Status GraphRecorder::Write(std::shared_ptr<backend::Buffer> dst,
                                   uint64_t offset, std::string data) {
   const uint64_t size = data.size();
-  {
-    absl::MutexLock lock(&mu_);
-    if (charged_bytes_ + size > kMaxGraphOwnedBytes) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          name_, " would own ", charged_bytes_ + size,
-          " bytes of written data; a graph owns at most ", kMaxGraphOwnedBytes,
-          " (write into a buffer before the capture, "
-          "then capture a copy)"));
-    }
+  // One lock for the limit, the charge and the record: concurrent writes
+  // cannot pass the limit together.
+  absl::MutexLock lock(&mu_);
+  if (charged_bytes_ + size > kMaxGraphOwnedBytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        name_, " would own ", charged_bytes_ + size,
+        " bytes of written data; a graph owns at most ", kMaxGraphOwnedBytes,
+        " (write into a buffer before the capture, then capture a copy)"));
   }
   if (absl::Status s = tenant_->ReserveMemory(size); !s.ok()) return s;
-  absl::Status recorded =
-      Record(backend::GraphWrite{std::move(dst), offset, std::move(data)});
-  absl::MutexLock lock(&mu_);
+  absl::Status recorded = RecordLocked(
+      backend::GraphWrite{std::move(dst), offset, std::move(data)});
   if (recorded.ok()) {
     charged_bytes_ += size;
   } else {
@@ -88,26 +96,25 @@ absl::Status GraphRecorder::Fill(std::shared_ptr<backend::Buffer> dst,
 }
 
 absl::Status GraphRecorder::RecordEvent(std::shared_ptr<backend::Event> event) {
+  absl::MutexLock lock(&mu_);
   const backend::Event* raw = event.get();
-  if (absl::Status s = Record(backend::GraphRecordEvent{std::move(event)});
+  if (absl::Status s =
+          RecordLocked(backend::GraphRecordEvent{std::move(event)});
       !s.ok()) {
     return s;
   }
-  absl::MutexLock lock(&mu_);
   recorded_.insert(raw);
   return absl::OkStatus();
 }
 
 absl::Status GraphRecorder::WaitEvent(std::shared_ptr<backend::Event> event) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (!recorded_.contains(event.get())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "event_id names an event not recorded within ", name_,
-          ": a capture may only wait on events it recorded itself"));
-    }
+  absl::MutexLock lock(&mu_);
+  if (!ended_ && !recorded_.contains(event.get())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("event_id names an event not recorded within ", name_,
+                     ": a capture may only wait on events it recorded itself"));
   }
-  return Record(backend::GraphWaitEvent{std::move(event)});
+  return RecordLocked(backend::GraphWaitEvent{std::move(event)});
 }
 
 absl::Status GraphRecorder::WaitQueue(backend::Queue&) {
@@ -133,7 +140,8 @@ absl::Status GraphRecorder::HostFunc(absl::AnyInvocable<void()> fn) {
       std::make_shared<absl::AnyInvocable<void()>>(std::move(fn))});
 }
 
-absl::Status GraphRecorder::LaunchGraph(std::shared_ptr<const backend::Graph>) {
+absl::Status GraphRecorder::LaunchGraph(std::shared_ptr<const backend::Graph>,
+                                        std::shared_ptr<backend::Event>) {
   return absl::InvalidArgumentError(
       absl::StrCat("LaunchGraph cannot be captured (", name_,
                    "): graphs do not nest; launch it before or after"));
@@ -182,11 +190,12 @@ absl::Status CapturedGraph::Launch(
   if (launched_ && last_queue_.lock() != queue) {
     if (absl::Status s = queue->WaitEvent(ended_); !s.ok()) return s;
   }
-  if (absl::Status s = queue->LaunchGraph(graph_); !s.ok()) return s;
-  if (absl::Status s = queue->RecordEvent(ended_); !s.ok()) return s;
+  // Even a launch refused part-way may have enqueued commands, and records
+  // its end (Queue::LaunchGraph): the next launch waits for it.
+  absl::Status launched = queue->LaunchGraph(graph_, ended_);
   launched_ = true;
   last_queue_ = queue;
-  return absl::OkStatus();
+  return launched;
 }
 
 }  // namespace gpustream::session

@@ -72,8 +72,8 @@ class GraphRecorder final : public backend::Queue {
                          uint64_t value) override;
   absl::Status HostFunc(absl::AnyInvocable<void()> fn) override;
   // INVALID_ARGUMENT: graphs do not nest.
-  absl::Status LaunchGraph(
-      std::shared_ptr<const backend::Graph> graph) override;
+  absl::Status LaunchGraph(std::shared_ptr<const backend::Graph> graph,
+                           std::shared_ptr<backend::Event> done) override;
 
   void OnIdle(Done done) override { queue_->OnIdle(std::move(done)); }
   void Cancel(const absl::Status& reason) override { queue_->Cancel(reason); }
@@ -82,8 +82,12 @@ class GraphRecorder final : public backend::Queue {
   absl::Status error() override { return queue_->error(); }
 
  private:
-  // RESOURCE_EXHAUSTED once the graph holds kMaxGraphCommands.
+  // RESOURCE_EXHAUSTED once the graph holds kMaxGraphCommands;
+  // FAILED_PRECONDITION once Take() ended the capture (an enqueue that
+  // raced EndCapture is refused, not lost).
   absl::Status Record(backend::GraphCommand command) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status RecordLocked(backend::GraphCommand command)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<backend::Queue> queue_;
   const std::shared_ptr<tenants::Tenant> tenant_;
@@ -93,6 +97,7 @@ class GraphRecorder final : public backend::Queue {
   // Events recorded within the capture (their WaitEvents are capturable).
   absl::flat_hash_set<const backend::Event*> recorded_ ABSL_GUARDED_BY(mu_);
   uint64_t charged_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // A graph as a session holds it (the object an EndCapture's graph_id names).
@@ -111,6 +116,7 @@ class CapturedGraph {
       std::shared_ptr<tenants::Tenant> tenant, uint64_t charged_bytes);
 
   size_t size() const { return graph_->commands().size(); }
+  uint64_t owned_bytes() const { return graph_->owned_bytes(); }
   // Enqueues a launch on `queue` (the real queue, never a recorder).
   absl::Status Launch(const std::shared_ptr<backend::Queue>& queue);
 
@@ -120,7 +126,7 @@ class CapturedGraph {
       : graph_(std::move(graph)), ended_(std::move(ended)) {}
 
   const std::shared_ptr<const backend::Graph> graph_;
-  // Recorded after every launch.
+  // Recorded at the end of every launch.
   const std::shared_ptr<backend::Event> ended_;
   absl::Mutex mu_;  // Serializes launches.
   bool launched_ ABSL_GUARDED_BY(mu_) = false;

@@ -140,7 +140,7 @@ absl::Status CheckLive(const Session& session, uint64_t id, Queue& queue) {
 }
 
 absl::StatusOr<std::shared_ptr<Queue>> Session::FindLiveQueue(
-    uint64_t id, uint64_t staged, bool* capturing_out) {
+    uint64_t id, uint64_t staged, bool* capturing_out, uint64_t commands) {
   std::shared_ptr<Queue> queue;
   bool capturing = false;
   {
@@ -158,7 +158,9 @@ absl::StatusOr<std::shared_ptr<Queue>> Session::FindLiveQueue(
   if (capturing_out != nullptr) *capturing_out = capturing;
   // A captured command goes in flight only when the graph is launched.
   if (!capturing) {
-    if (absl::Status s = ctx_.tenant->CheckEnqueue(staged); !s.ok()) return s;
+    if (absl::Status s = ctx_.tenant->CheckEnqueue(staged, commands); !s.ok()) {
+      return s;
+    }
   }
   return queue;
 }
@@ -167,6 +169,10 @@ absl::Status Session::CheckNotCapturing(uint64_t queue_id,
                                         absl::string_view what) {
   absl::MutexLock lock(&mu_);
   if (CaptureOf(queue_id) == nullptr) return absl::OkStatus();
+  return CaptureError(queue_id, what);
+}
+
+absl::Status Session::CaptureError(uint64_t queue_id, absl::string_view what) {
   return absl::FailedPreconditionError(
       absl::StrCat(what, " would wait on ", QueueName(queue_id),
                    ", which is recording the capture on it: EndCapture first"));
@@ -262,15 +268,15 @@ void Session::DestroyQueue(const v1::DestroyQueueRequest& req,
         "session"));
     return;
   }
-  if (absl::Status s = CheckNotCapturing(req.queue_id(), "DestroyQueue");
-      !s.ok()) {
-    done(std::move(s));
-    return;
-  }
   absl::StatusOr<std::shared_ptr<Queue>> queue;
   {
     absl::MutexLock lock(&mu_);
-    queue = objects_.Remove<Queue>(req.queue_id(), "queue_id");
+    // Under the lock that removes it: a BeginCapture cannot slip between.
+    if (CaptureOf(req.queue_id()) != nullptr) {
+      queue = CaptureError(req.queue_id(), "DestroyQueue");
+    } else {
+      queue = objects_.Remove<Queue>(req.queue_id(), "queue_id");
+    }
     if (queue.ok()) {
       --queue_count_;
       draining_queues_->fetch_add(1);

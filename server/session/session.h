@@ -211,11 +211,12 @@ class Session {
   // A queue that accepts work: NOT_FOUND if unknown, FAILED_PRECONDITION if
   // it holds a sticky error (ABORTED if its device failed),
   // RESOURCE_EXHAUSTED if the tenant's in-flight or staging quota has no
-  // room for one more command staging `staged` bytes. While the queue
+  // room for `commands` more commands staging `staged` bytes. While the queue
   // captures, its GraphRecorder (no quota check: nothing goes in flight),
   // and `*capturing` (if given) says so.
   absl::StatusOr<std::shared_ptr<backend::Queue>> FindLiveQueue(
-      uint64_t id, uint64_t staged = 0, bool* capturing = nullptr);
+      uint64_t id, uint64_t staged = 0, bool* capturing = nullptr,
+      uint64_t commands = 1);
   // The recorder of the capture on `queue_id`, null if it captures nothing.
   std::shared_ptr<GraphRecorder> CaptureOf(uint64_t queue_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -227,6 +228,8 @@ class Session {
   // (e.g. "SynchronizeQueue") would wait on the queue or read it.
   absl::Status CheckNotCapturing(uint64_t queue_id, absl::string_view what)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The error CheckNotCapturing returns.
+  absl::Status CaptureError(uint64_t queue_id, absl::string_view what);
   // Checks room for one more object (and one more queue if `queue`).
   absl::Status CheckQuota(bool queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::shared_ptr<backend::Buffer>> FindRange(

@@ -15,7 +15,8 @@ absl::Status Session::BeginCapture(const v1::BeginCaptureRequest& req,
                                    v1::BeginCaptureResponse*) {
   // A failed queue can record nothing worth replaying: refused as an enqueue
   // would be.
-  auto queue = FindLiveQueue(req.queue_id());
+  bool capturing = false;
+  auto queue = FindLiveQueue(req.queue_id(), 0, &capturing);
   if (!queue.ok()) return queue.status();
   absl::MutexLock lock(&mu_);
   if (closed_ || refused_) return ClosedError();
@@ -25,16 +26,26 @@ absl::Status Session::BeginCapture(const v1::BeginCaptureRequest& req,
                      " is capturing already (BeginCapture without "
                      "EndCapture): captures do not nest"));
   }
+  std::shared_ptr<Queue> real =
+      capturing ? static_cast<GraphRecorder&>(**queue).queue() : *queue;
+  // Destroyed (or replaced under a reused id) since it was found.
+  if (objects_.Get<Queue>(req.queue_id()) != real) {
+    return ObjectTable::UnknownError<Queue>(req.queue_id(), "queue_id");
+  }
   captures_.emplace(
       req.queue_id(),
       std::make_shared<GraphRecorder>(
-          *std::move(queue), ctx_.tenant,
+          std::move(real), ctx_.tenant,
           absl::StrCat("the capture on ", QueueName(req.queue_id()))));
   return absl::OkStatus();
 }
 
 absl::Status Session::EndCapture(const v1::EndCaptureRequest& req,
                                  v1::EndCaptureResponse* resp) {
+  // The event the graph's launches end with; made off the session's lock
+  // (on a GPU it may call the driver).
+  auto ended = ctx_.device->CreateEvent(/*enable_timing=*/false);
+  if (!ended.ok()) return ended.status();
   absl::MutexLock lock(&mu_);
   if (closed_ || refused_) return ClosedError();
   if (auto queue = objects_.Find<Queue>(req.queue_id(), "queue_id");
@@ -53,11 +64,6 @@ absl::Status Session::EndCapture(const v1::EndCaptureRequest& req,
   auto id = objects_.ReserveId(req.id(), "id");
   if (!id.ok()) return id.status();
   if (absl::Status s = ctx_.tenant->ReserveGraph(); !s.ok()) return s;
-  auto ended = ctx_.device->CreateEvent(/*enable_timing=*/false);
-  if (!ended.ok()) {
-    ctx_.tenant->ReleaseGraph();
-    return ended.status();
-  }
   captures_.erase(req.queue_id());
   uint64_t charged_bytes = 0;
   std::vector<backend::GraphCommand> commands = recorder->Take(&charged_bytes);
@@ -70,13 +76,16 @@ absl::Status Session::EndCapture(const v1::EndCaptureRequest& req,
 
 absl::Status Session::LaunchGraph(const v1::LaunchGraphRequest& req,
                                   v1::LaunchGraphResponse*) {
-  bool capturing = false;
-  auto queue = FindLiveQueue(req.queue_id(), 0, &capturing);
-  if (!queue.ok()) return queue.status();
   auto graph = Find<CapturedGraph>(req.graph_id(), "graph_id");
   if (!graph.ok()) return graph.status();
+  // Room in flight for every command (a GPU queue runs each as one) and
+  // in staging for the graph's writes (a GPU queue stages them again).
+  bool capturing = false;
+  auto queue = FindLiveQueue(req.queue_id(), (*graph)->owned_bytes(),
+                             &capturing, (*graph)->size());
+  if (!queue.ok()) return queue.status();
   // The recorder refuses it: graphs do not nest.
-  if (capturing) return (*queue)->LaunchGraph(nullptr);
+  if (capturing) return (*queue)->LaunchGraph(nullptr, nullptr);
   return (*graph)->Launch(*queue);
 }
 

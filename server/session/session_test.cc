@@ -538,6 +538,30 @@ TEST_F(SessionTest, GraphCommandLimitQuotaAndCharges) {
   ASSERT_TRUE(session_->LaunchGraph(launch, &launched).ok());
   EXPECT_EQ(Read(q, buf, 16), std::string(16, 'x'));
 
+  // A buffer freed while a graph uses it keeps its memory and quota until
+  // the graph goes.
+  const uint64_t held = NewBuffer(2, 32);
+  const uint64_t with_held = tenant_->memory_bytes();
+  ASSERT_TRUE(begin().ok());
+  v1::FillBufferRequest fill_held;
+  fill_held.set_queue_id(q);
+  fill_held.set_buffer_id(held);
+  fill_held.set_size(32);
+  v1::FillBufferResponse filled;
+  ASSERT_TRUE(session_->FillBuffer(fill_held, &filled).ok());
+  destroy.set_graph_id(second);
+  ASSERT_TRUE(session_->DestroyGraph(destroy, &destroyed).ok());
+  uint64_t third = 0;
+  ASSERT_TRUE(end(&third).ok());
+  v1::FreeBufferRequest free_held;
+  free_held.set_buffer_id(held);
+  v1::FreeBufferResponse freed;
+  ASSERT_TRUE(session_->FreeBuffer(free_held, &freed).ok());
+  EXPECT_EQ(tenant_->memory_bytes(), with_held - 16);  // Only the write's.
+  destroy.set_graph_id(third);
+  ASSERT_TRUE(session_->DestroyGraph(destroy, &destroyed).ok());
+  EXPECT_EQ(tenant_->memory_bytes(), with_held - 16 - 32);
+
   // Teardown ends an open capture and gives back every charge.
   ASSERT_TRUE(begin().ok());
   ASSERT_TRUE(session_->WriteBuffer(write, &written).ok());

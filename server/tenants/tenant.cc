@@ -126,7 +126,7 @@ absl::Status Tenant::ReserveWait() {
 }
 void Tenant::ReleaseWait() { waits_.fetch_sub(1); }
 
-absl::Status Tenant::CheckEnqueue(uint64_t staged) const {
+absl::Status Tenant::CheckEnqueue(uint64_t staged, uint64_t commands) const {
   const uint64_t max_inflight = max_inflight_.load(std::memory_order_relaxed);
   const uint64_t max_staged = max_staged_.load(std::memory_order_relaxed);
   if (max_inflight == 0 && (staged == 0 || max_staged == 0)) {
@@ -135,10 +135,11 @@ absl::Status Tenant::CheckEnqueue(uint64_t staged) const {
   const Totals totals = Sum();
   const uint64_t inflight =
       static_cast<uint64_t>(std::max<int64_t>(totals.inflight_commands, 0));
-  if (max_inflight != 0 && inflight + 1 > max_inflight) {
+  if (max_inflight != 0 && inflight + commands > max_inflight) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "tenant '", name_, "' quota.max_inflight_commands exhausted: limit ",
-        max_inflight, " commands, in flight ", inflight));
+        max_inflight, " commands, in flight ", inflight,
+        commands > 1 ? absl::StrCat(", requested ", commands) : ""));
   }
   const uint64_t held =
       static_cast<uint64_t>(std::max<int64_t>(totals.staged_bytes, 0));

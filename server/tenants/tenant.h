@@ -85,8 +85,9 @@ class Tenant {
   static constexpr uint32_t kMaxPendingWaits = 8192;
   // Enqueue-time checks against the backend's live counters (no charge:
   // the backend counts the work itself). `staged` is the bytes the new
-  // work would stage.
-  absl::Status CheckEnqueue(uint64_t staged) const;
+  // work would stage, `commands` the commands it would add (a graph's
+  // launch: up to one per command).
+  absl::Status CheckEnqueue(uint64_t staged, uint64_t commands = 1) const;
   // The priority a queue actually gets: `requested` clamped to
   // quota.max_priority when set. Priorities use the device's numbering,
   // where numerically lower is greater (CUDA's), so a request below

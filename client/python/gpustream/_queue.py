@@ -296,7 +296,9 @@ class Queue(SessionObject):
 
     def end_capture(self, graph: Optional[Graph] = None) -> Graph:
         """Ends the capture and returns its graph (``graph``: the handle to
-        fill in, as ``capture()`` does; None: a new one)."""
+        fill in, as ``capture()`` does; None: a new one). Waits for the
+        daemon: if it refuses (a quota: RESOURCE_EXHAUSTED, raised here) the
+        queue goes on capturing."""
         self._check()
         if graph is None:
             graph = Graph(self._session, self._core.mint_id())
@@ -307,8 +309,11 @@ class Queue(SessionObject):
             end.queue_id = queue_id
             end.id = graph_id
 
+        # Answered: a refused EndCapture (a quota) leaves the queue capturing,
+        # and the caller must know before enqueueing more.
+        self._core.call(queue_id, "end_capture", str(graph_id), fill,
+                        ack=True).wait(None)
         self._capturing = False
-        self._core.enqueue(queue_id, "end_capture", str(graph_id), fill)
         return graph
 
     @contextlib.contextmanager
@@ -322,8 +327,11 @@ class Queue(SessionObject):
         try:
             yield graph
         except BaseException:
-            self.end_capture(graph)
-            graph.close()
+            try:
+                self.end_capture(graph)
+                graph.close()
+            except Error:
+                pass  # The block's exception is the one to see.
             raise
         self.end_capture(graph)
 

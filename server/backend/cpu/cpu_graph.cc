@@ -16,11 +16,15 @@
 namespace gpustream::backend {
 namespace {
 
-// Runs commands [next, end) of a graph on the queue's execution thread. Its
-// RecordEvents' points were made at enqueue, in order (so a later wait of
-// the same launch sees them); they complete when reached, and all the
-// ones left complete when the segment is dropped or fails, so no queue
-// waits on them forever. Not thread-safe: the queue runs one op at a time.
+// Runs commands [next, end) of a graph on the queue's execution thread,
+// as many as fit in a turn (kCpuTurnSlice), all under one stoppable launch
+// of the slot (CpuQueueCore::RunStoppable): the launches of a turn cost a
+// kernel call each and nothing more. Its RecordEvents' points were made at
+// enqueue, in order (so a later wait of the same launch sees them), and
+// `done` (the launch's end, or null) after them; they complete when
+// reached, and all the ones left complete when the segment is dropped,
+// stopped or fails, so no queue waits on them forever. Not thread-safe:
+// the queue runs one op at a time.
 class GraphSegment {
  public:
   GraphSegment(std::shared_ptr<const Graph> graph, size_t begin, size_t end,
@@ -35,14 +39,28 @@ class GraphSegment {
       CompleteRecordsLeft();
       return absl::OkStatus();
     }
+    absl::Status s = c.core->RunStoppable(
+        *c.slot, [&](const volatile int* stop, const CpuKernel** running) {
+          return RunTurn(c, stop, running);
+        });
+    if (!s.ok()) {
+      *c.again = false;
+      CompleteRecordsLeft();
+    } else if (next_ == end_) {
+      CompleteRecordsLeft();  // The launch's end, if it is this segment's.
+    }
+    return s;
+  }
+
+ private:
+  absl::Status RunTurn(const CpuOp::Context& c, const volatile int* stop,
+                       const CpuKernel** running) {
     const auto start = std::chrono::steady_clock::now();
     const std::vector<GraphCommand>& commands = graph_->commands();
     while (next_ < end_) {
-      absl::Status s = Run(commands[next_++], c);
-      if (!s.ok()) {
-        CompleteRecordsLeft();
-        return s;
-      }
+      if (*stop != 0) return absl::OkStatus();  // RunStoppable says why.
+      absl::Status s = Run(commands[next_++], stop, running);
+      if (!s.ok()) return s;
       if (next_ < end_ &&
           std::chrono::steady_clock::now() - start >= kCpuTurnSlice) {
         *c.again = true;  // Yield: the rest runs at the queue's next turn.
@@ -52,12 +70,12 @@ class GraphSegment {
     return absl::OkStatus();
   }
 
- private:
-  absl::Status Run(const GraphCommand& command, const CpuOp::Context& c) {
+  absl::Status Run(const GraphCommand& command, const volatile int* stop,
+                   const CpuKernel** running) {
     if (const auto* launch = std::get_if<GraphLaunch>(&command)) {
-      return c.core->RunLaunch(*c.slot,
-                               static_cast<const CpuKernel&>(*launch->kernel),
-                               launch->config, launch->args);
+      const auto& kernel = static_cast<const CpuKernel&>(*launch->kernel);
+      *running = &kernel;
+      return kernel.Run(launch->config, launch->args, stop);
     }
     if (const auto* write = std::get_if<GraphWrite>(&command)) {
       std::memcpy(CpuData(write->dst, write->offset), write->data.data(),
@@ -96,7 +114,8 @@ bool IsWait(const GraphCommand& command) {
 
 }  // namespace
 
-absl::Status CpuQueue::LaunchGraph(std::shared_ptr<const Graph> graph) {
+absl::Status CpuQueue::LaunchGraph(std::shared_ptr<const Graph> graph,
+                                   std::shared_ptr<Event> done) {
   const std::vector<GraphCommand>& commands = graph->commands();
   std::vector<CpuOp> ops;
   size_t i = 0;
@@ -132,8 +151,22 @@ absl::Status CpuQueue::LaunchGraph(std::shared_ptr<const Graph> graph) {
         records.push_back(static_cast<CpuEvent&>(*record->event).NewRecord());
       }
     }
+    // The launch's end completes with the last segment, when it is last.
+    if (i == commands.size() && done != nullptr) {
+      records.push_back(static_cast<CpuEvent&>(*done).NewRecord());
+      done.reset();
+    }
     CpuOp op;
     op.fn = GraphSegment(graph, begin, i, std::move(records));
+    ops.push_back(std::move(op));
+  }
+  if (done != nullptr) {  // The graph ends with a wait, or is empty.
+    CpuOp op;
+    op.fn = [point = static_cast<CpuEvent&>(*done).NewRecord()](
+                const CpuOp::Context&) {
+      point->Complete();  // Dropped or skipped too: nobody hangs on it.
+      return absl::OkStatus();
+    };
     ops.push_back(std::move(op));
   }
   core_->EnqueueBatch(std::move(ops));

@@ -288,6 +288,14 @@ void CpuQueueCore::Resume(uint64_t gen) {
 absl::Status CpuQueueCore::RunLaunch(LaunchSlot& slot, const CpuKernel& kernel,
                                      const LaunchConfig& config,
                                      const std::vector<KernelArg>& args) {
+  return RunStoppable(slot,
+                      [&](const volatile int* stop, const CpuKernel** running) {
+                        *running = &kernel;
+                        return kernel.Run(config, args, stop);
+                      });
+}
+
+absl::Status CpuQueueCore::RunStoppable(LaunchSlot& slot, StoppableBody body) {
   const uint64_t id = slot.Begin();
   {
     absl::MutexLock lock(&mu_);
@@ -298,7 +306,8 @@ absl::Status CpuQueueCore::RunLaunch(LaunchSlot& slot, const CpuKernel& kernel,
     launch_slot_ = &slot;
     launch_id_ = id;
   }
-  absl::Status status = kernel.Run(config, args, slot.stop_word());
+  const CpuKernel* running = nullptr;
+  absl::Status status = body(slot.stop_word(), &running);
   {
     absl::MutexLock lock(&mu_);
     launch_slot_ = nullptr;
@@ -307,7 +316,7 @@ absl::Status CpuQueueCore::RunLaunch(LaunchSlot& slot, const CpuKernel& kernel,
   switch (slot.End()) {
     case LaunchStop::kTimeLimit:
       return absl::DeadlineExceededError(absl::StrCat(
-          "kernel ", kernel.signature().name,
+          "kernel ", running != nullptr ? running->signature().name : "(none)",
           " ran past the CPU device's time limit per launch (",
           absl::FormatDuration(slot.limit()), ") and was stopped"));
     case LaunchStop::kCancelled:

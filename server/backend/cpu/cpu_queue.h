@@ -14,6 +14,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
+#include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "server/backend/cpu/cpu_event.h"
 #include "server/backend/cpu/cpu_flag.h"
@@ -117,6 +118,13 @@ class CpuQueueCore final : public CpuScheduler::Task,
   absl::Status RunLaunch(LaunchSlot& slot, const CpuKernel& kernel,
                          const LaunchConfig& config,
                          const std::vector<KernelArg>& args);
+  // RunLaunch for `body`, which may run several kernels (a turn of a
+  // graph's commands) under one Begin/End of the slot: the time limit runs
+  // from the first, and `body` should return once `stop` reads nonzero.
+  // `*running` names the kernel running when it was stopped.
+  using StoppableBody = absl::FunctionRef<absl::Status(
+      const volatile int* stop, const CpuKernel** running)>;
+  absl::Status RunStoppable(LaunchSlot& slot, StoppableBody body);
 
   // CpuScheduler::Task.
   bool RunNext(LaunchSlot& slot) override;
@@ -220,7 +228,8 @@ class CpuQueue : public Queue {
   absl::Status WriteFlag(std::shared_ptr<Flag> flag, uint64_t value) override;
   absl::Status HostFunc(absl::AnyInvocable<void()> fn) override;
   // cpu_graph.cc: runs of commands between waits become one resumable op.
-  absl::Status LaunchGraph(std::shared_ptr<const Graph> graph) override;
+  absl::Status LaunchGraph(std::shared_ptr<const Graph> graph,
+                           std::shared_ptr<Event> done) override;
   void OnIdle(Done done) override { core_->OnIdle(std::move(done)); }
   void Cancel(const absl::Status& reason) override { core_->Cancel(reason); }
   bool IsIdle() override { return core_->IsIdle(); }
