@@ -184,10 +184,15 @@ void Queue::enqueue_host_func(std::function<void()> fn) {
   wait_for_host_value(host_flag_, ticket, WaitCondition::kGreaterEqual);
 }
 
-void Queue::begin_capture() {
-  Send(absl::OkStatus(),
-       [&](v1::Command& c) { c.mutable_begin_capture()->set_queue_id(id()); });
+absl::Status Queue::begin_capture() {
+  // Answered: refused (a failed queue, a capture already), the work the
+  // caller enqueues next would run instead of being recorded.
+  auto begun = core().Call(
+      [&](v1::Command& c) { c.mutable_begin_capture()->set_queue_id(id()); },
+      SessionCore::Answer::kAck);
+  if (!begun.ok()) return begun.status();
   capturing_ = true;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Graph> Queue::end_capture() {
@@ -207,7 +212,7 @@ absl::StatusOr<Graph> Queue::end_capture() {
 }
 
 absl::StatusOr<Graph> Queue::capture(absl::FunctionRef<void()> record) {
-  begin_capture();
+  if (absl::Status s = begin_capture(); !s.ok()) return s;
   record();
   return end_capture();
 }

@@ -117,11 +117,12 @@ class Queue : public Handle {
   // FAILED_PRECONDITION, wait_for(queue) with INVALID_ARGUMENT;
   // enqueue_host_func is refused (UNIMPLEMENTED) by this client. Errors
   // of the captured commands are reported as for any enqueue.
-  // end_capture() waits for the daemon's answer: refused (a quota, or no
-  // capture), the queue goes on capturing (or never was).
-  void begin_capture();
+  // begin_capture() and end_capture() wait for the daemon's answer. A
+  // refused end_capture() (quota.max_graphs) leaves the queue capturing:
+  // make room (destroy a graph) and call it again.
+  absl::Status begin_capture();
   absl::StatusOr<Graph> end_capture();
-  // begin_capture(), `record()`, end_capture():
+  // begin_capture(), `record()` (not called if that failed), end_capture():
   //   auto g = q.capture([&] { q.launch(...); q.copy(...); });
   absl::StatusOr<Graph> capture(absl::FunctionRef<void()> record);
   // Enqueues the graph's work here, as if its commands were enqueued in

@@ -121,7 +121,8 @@ TEST_F(CppClientTest, GraphsCaptureOnceAndReplay) {
   ASSERT_TRUE(copied.ok()) << copied.status();
   EXPECT_EQ(*copied, std::vector<uint32_t>(4, 0x01020304));
 
-  q.begin_capture();
+  ASSERT_TRUE(q.begin_capture().ok());
+  EXPECT_EQ(q.begin_capture().code(), absl::StatusCode::kFailedPrecondition);
   q.enqueue_host_func([] {});
   q.wait_for(other);
   absl::StatusOr<client::Graph> refused = q.end_capture();

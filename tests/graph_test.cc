@@ -251,6 +251,9 @@ TEST_P(GraphTest, EveryCaptureRuleHasItsCode) {
 TEST_P(GraphTest, ReplaysHoldTheirBuffersWaitOnTheFlagAndNeverOverlap) {
   // Notifications of the captured host function, one per replay.
   grpc::ClientContext watch_ctx;
+  // A lost notification fails the test rather than hanging it.
+  watch_ctx.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(30));
   v1::WatchNotificationsRequest watch;
   watch.set_session_id(session_.session_id());
   auto notifications = stub_->WatchNotifications(&watch_ctx, watch);

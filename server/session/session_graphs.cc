@@ -14,9 +14,9 @@ using backend::Queue;
 absl::Status Session::BeginCapture(const v1::BeginCaptureRequest& req,
                                    v1::BeginCaptureResponse*) {
   // A failed queue can record nothing worth replaying: refused as an enqueue
-  // would be.
+  // would be. No room in flight is needed: nothing runs.
   bool capturing = false;
-  auto queue = FindLiveQueue(req.queue_id(), 0, &capturing);
+  auto queue = FindLiveQueue(req.queue_id(), 0, &capturing, /*commands=*/0);
   if (!queue.ok()) return queue.status();
   absl::MutexLock lock(&mu_);
   if (closed_ || refused_) return ClosedError();

@@ -135,7 +135,10 @@ absl::Status Tenant::CheckEnqueue(uint64_t staged, uint64_t commands) const {
   const Totals totals = Sum();
   const uint64_t inflight =
       static_cast<uint64_t>(std::max<int64_t>(totals.inflight_commands, 0));
-  if (max_inflight != 0 && inflight + commands > max_inflight) {
+  // Work larger than the whole quota (a graph's launch) needs it all free.
+  const uint64_t needed =
+      max_inflight != 0 ? std::min(commands, max_inflight) : commands;
+  if (max_inflight != 0 && inflight + needed > max_inflight) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "tenant '", name_, "' quota.max_inflight_commands exhausted: limit ",
         max_inflight, " commands, in flight ", inflight,
@@ -143,7 +146,8 @@ absl::Status Tenant::CheckEnqueue(uint64_t staged, uint64_t commands) const {
   }
   const uint64_t held =
       static_cast<uint64_t>(std::max<int64_t>(totals.staged_bytes, 0));
-  if (staged != 0 && max_staged != 0 && held + staged > max_staged) {
+  if (staged != 0 && max_staged != 0 &&
+      held + std::min(staged, max_staged) > max_staged) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "tenant '", name_, "' quota.max_staged_bytes exhausted: limit ",
         max_staged, " bytes, staged ", held, " bytes, requested ", staged,

@@ -86,7 +86,8 @@ class Tenant {
   // Enqueue-time checks against the backend's live counters (no charge:
   // the backend counts the work itself). `staged` is the bytes the new
   // work would stage, `commands` the commands it would add (a graph's
-  // launch: up to one per command).
+  // launch: up to one per command). Work larger than a whole quota (a
+  // graph's many commands or bytes) needs nothing else in flight or staged.
   absl::Status CheckEnqueue(uint64_t staged, uint64_t commands = 1) const;
   // The priority a queue actually gets: `requested` clamped to
   // quota.max_priority when set. Priorities use the device's numbering,

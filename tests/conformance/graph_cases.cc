@@ -7,6 +7,8 @@
 #include <memory>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "server/backend/graph.h"
 #include "tests/conformance/device_conformance.h"
@@ -67,9 +69,13 @@ TEST_P(DeviceConformanceTest, AGraphsRecordEventIsRecordedOnEachLaunch) {
   EXPECT_EQ(ReadU64(*observer, seen), 1u);
   // The next launch records it again: a new point to wait for.
   ASSERT_TRUE(Sync(*q).ok());
+  gate->Store(0);
   ASSERT_TRUE(q->LaunchGraph(graph, nullptr).ok());
   ASSERT_TRUE(observer->WaitEvent(event).ok());
   ASSERT_TRUE(observer->Copy(counter, 0, seen, 0, 8).ok());
+  absl::SleepFor(absl::Milliseconds(30));
+  EXPECT_FALSE(event->IsComplete()) << "the second launch did not record it";
+  gate->Store(1);
   ASSERT_TRUE(Sync(*observer).ok());
   EXPECT_EQ(ReadU64(*observer, seen), 2u);
 }
@@ -78,11 +84,13 @@ TEST_P(DeviceConformanceTest, CancelDropsTheRestOfAGraphAndItsRecordsComplete) {
   auto counter = Alloc(8);
   auto gate = *device_->CreateFlag();
   auto event = *device_->CreateEvent(false);
+  auto parked = *device_->CreateEvent(false);
   auto done = *device_->CreateEvent(false);
   auto q = NewQueue();
   ASSERT_TRUE(q->Fill(counter, 0, 8, 0).ok());
   ASSERT_TRUE(Sync(*q).ok());
   std::vector<GraphCommand> tail;
+  tail.push_back(GraphRecordEvent{parked});
   tail.push_back(GraphWaitFlag{gate, 1, WaitCondition::kEqual});
   tail.push_back(
       GraphLaunch{&K("add_u64"), {}, {BufferArg{counter}, uint64_t{1000}}});
@@ -90,7 +98,10 @@ TEST_P(DeviceConformanceTest, CancelDropsTheRestOfAGraphAndItsRecordsComplete) {
   ASSERT_TRUE(
       q->LaunchGraph(Adds(K("add_u64"), counter, 10, std::move(tail)), done)
           .ok());
-  absl::SleepFor(absl::Milliseconds(30));  // Parked on the gate.
+  // The ten adds ran; the queue is parked on the gate.
+  auto reached = std::make_shared<absl::Notification>();
+  parked->OnComplete([reached] { reached->Notify(); });
+  ASSERT_TRUE(reached->WaitForNotificationWithTimeout(absl::Seconds(10)));
   q->Cancel(absl::CancelledError("test cancel"));
   gate->Release(absl::CancelledError("test cancel"));
   EXPECT_EQ(Sync(*q).code(), absl::StatusCode::kCancelled);

@@ -6,6 +6,7 @@ Internal to the package; ``Queue`` is exported by ``gpustream``."""
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 from typing import (TYPE_CHECKING, Any, Callable, Iterator, List, Optional,
                     Tuple, Union)
@@ -289,9 +290,12 @@ class Queue(SessionObject):
         raises UNIMPLEMENTED. Prefer ``with queue.capture() as graph:``."""
         self._check()
         queue_id = self.id
-        self._core.enqueue(
+        # Answered: refused (a failed queue, a capture already), the work
+        # enqueued next would run instead of being recorded.
+        self._core.call(
             queue_id, "begin_capture", "",
-            lambda c: setattr(c.begin_capture, "queue_id", queue_id))
+            lambda c: setattr(c.begin_capture, "queue_id", queue_id),
+            ack=True).wait(None)
         self._capturing = True
 
     def end_capture(self, graph: Optional[Graph] = None) -> Graph:
@@ -330,8 +334,13 @@ class Queue(SessionObject):
             try:
                 self.end_capture(graph)
                 graph.close()
-            except Error:
-                pass  # The block's exception is the one to see.
+            except Error as refused:
+                # The block's exception is the one raised; this one says
+                # the queue is still capturing.
+                if sys.version_info >= (3, 11):
+                    exc = sys.exc_info()[1]
+                    if exc is not None:
+                        exc.add_note(f"end_capture after it: {refused}")
             raise
         self.end_capture(graph)
 

@@ -144,6 +144,9 @@ def test_graph_capture_rules(session):
     q = session.create_queue()
     q.begin_capture()
     with pytest.raises(gpustream.Error) as e:
+        q.begin_capture()  # Answered at once: captures do not nest.
+    assert e.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    with pytest.raises(gpustream.Error) as e:
         q.synchronize()
     assert e.value.code == grpc.StatusCode.FAILED_PRECONDITION
     assert "capture" in str(e.value)

@@ -16,15 +16,17 @@
 namespace gpustream::backend {
 namespace {
 
-// Runs commands [next, end) of a graph on the queue's execution thread,
-// as many as fit in a turn (kCpuTurnSlice), all under one stoppable launch
-// of the slot (CpuQueueCore::RunStoppable): the launches of a turn cost a
-// kernel call each and nothing more. Its RecordEvents' points were made at
-// enqueue, in order (so a later wait of the same launch sees them), and
-// `done` (the launch's end, or null) after them; they complete when
-// reached, and all the ones left complete when the segment is dropped,
-// stopped or fails, so no queue waits on them forever. Not thread-safe:
-// the queue runs one op at a time.
+// Runs commands [next, end) of a graph on the queue's execution thread, as
+// many as fit in a turn (kCpuTurnSlice). Each run of consecutive launches
+// goes under one stoppable launch of the slot (CpuQueueCore::RunStoppable:
+// its time limit counts from the run's first kernel), so a launch costs a
+// kernel call and nothing more; the other commands run outside it, each
+// after a check that the queue was not cancelled. Its RecordEvents' points
+// were made at enqueue, in order (so a later wait of the same launch sees
+// them), and `done` (the launch's end, or null) after them; they complete
+// when reached, and all the ones left complete when the segment is dropped,
+// stopped or fails, so no queue waits on them forever. Not thread-safe: the
+// queue runs one op at a time.
 class GraphSegment {
  public:
   GraphSegment(std::shared_ptr<const Graph> graph, size_t begin, size_t end,
@@ -39,10 +41,7 @@ class GraphSegment {
       CompleteRecordsLeft();
       return absl::OkStatus();
     }
-    absl::Status s = c.core->RunStoppable(
-        *c.slot, [&](const volatile int* stop, const CpuKernel** running) {
-          return RunTurn(c, stop, running);
-        });
+    absl::Status s = RunTurn(c);
     if (!s.ok()) {
       *c.again = false;
       CompleteRecordsLeft();
@@ -53,13 +52,21 @@ class GraphSegment {
   }
 
  private:
-  absl::Status RunTurn(const CpuOp::Context& c, const volatile int* stop,
-                       const CpuKernel** running) {
+  absl::Status RunTurn(const CpuOp::Context& c) {
     const auto start = std::chrono::steady_clock::now();
     const std::vector<GraphCommand>& commands = graph_->commands();
     while (next_ < end_) {
-      if (*stop != 0) return absl::OkStatus();  // RunStoppable says why.
-      absl::Status s = Run(commands[next_++], stop, running);
+      absl::Status s;
+      if (std::holds_alternative<GraphLaunch>(commands[next_])) {
+        s = c.core->RunStoppable(
+            *c.slot, [&](const volatile int* stop, const CpuKernel** running) {
+              return RunLaunches(start, stop, running);
+            });
+      } else {
+        // A cancel since the turn began (its error) drops the rest.
+        s = c.core->error();
+        if (s.ok()) Run(commands[next_++]);
+      }
       if (!s.ok()) return s;
       if (next_ < end_ &&
           std::chrono::steady_clock::now() - start >= kCpuTurnSlice) {
@@ -70,13 +77,29 @@ class GraphSegment {
     return absl::OkStatus();
   }
 
-  absl::Status Run(const GraphCommand& command, const volatile int* stop,
-                   const CpuKernel** running) {
-    if (const auto* launch = std::get_if<GraphLaunch>(&command)) {
+  // The launches from next_ on, up to another command or the turn's end;
+  // returns at once when asked to stop (RunStoppable says why).
+  absl::Status RunLaunches(std::chrono::steady_clock::time_point start,
+                           const volatile int* stop,
+                           const CpuKernel** running) {
+    const std::vector<GraphCommand>& commands = graph_->commands();
+    while (next_ < end_ && *stop == 0) {
+      const auto* launch = std::get_if<GraphLaunch>(&commands[next_]);
+      if (launch == nullptr) break;
+      ++next_;
       const auto& kernel = static_cast<const CpuKernel&>(*launch->kernel);
       *running = &kernel;
-      return kernel.Run(launch->config, launch->args, stop);
+      if (absl::Status s = kernel.Run(launch->config, launch->args, stop);
+          !s.ok()) {
+        return s;
+      }
+      if (std::chrono::steady_clock::now() - start >= kCpuTurnSlice) break;
     }
+    return absl::OkStatus();
+  }
+
+  // Any command but a launch or a wait.
+  void Run(const GraphCommand& command) {
     if (const auto* write = std::get_if<GraphWrite>(&command)) {
       std::memcpy(CpuData(write->dst, write->offset), write->data.data(),
                   write->data.size());
@@ -93,7 +116,6 @@ class GraphSegment {
       (*host->fn)();
     }
     // Waits are ops of their own (LaunchGraph): never in a segment.
-    return absl::OkStatus();
   }
 
   void CompleteRecordsLeft() {
