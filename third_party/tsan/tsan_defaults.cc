@@ -43,6 +43,12 @@ const char* __tsan_default_suppressions() {
       // their stacks and stay reported.
       "race:grpc::internal::CallOpSet\n"
       "race:grpc::internal::CallbackWithSuccessTag::Clear\n"
+      // A reactor's Finish() sets the call's finish tag on our thread (a
+      // queue's completion); a gRPC thread runs the tag once libgrpc
+      // completes the batch. When the call was already cancelled (the
+      // client's deadline passed while a DestroyQueue was parked) the
+      // batch completes with no lock TSan can see in between.
+      "race:grpc::internal::CallbackWithSuccessTag::Set\n"
       // A unary request deserialized by gRPC into the message and status
       // it allocated on another thread.
       "race:grpc::internal::Callback*Handler*::Deserialize\n"
