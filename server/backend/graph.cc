@@ -18,11 +18,9 @@ uint64_t OwnedBytes(const std::vector<GraphCommand>& commands) {
   return bytes;
 }
 
-// Enqueues one command on `queue`; `graph` rides along where the queue
-// keeps a callable (host functions).
+// Enqueues one command on `queue`.
 struct Enqueue {
   Queue& queue;
-  const std::shared_ptr<const Graph>& graph;
 
   absl::Status operator()(const GraphLaunch& c) const {
     return queue.Launch(*c.kernel, c.config, c.args);
@@ -58,11 +56,18 @@ struct Enqueue {
 Graph::Graph(std::vector<GraphCommand> commands)
     : commands_(std::move(commands)), owned_bytes_(OwnedBytes(commands_)) {}
 
-absl::Status ReplayGraph(Queue& queue,
-                         const std::shared_ptr<const Graph>& graph) {
-  const std::vector<GraphCommand>& commands = graph->commands();
-  for (size_t i = 0; i < commands.size(); ++i) {
-    absl::Status s = std::visit(Enqueue{queue, graph}, commands[i]);
+std::shared_ptr<void> Graph::Native(
+    absl::FunctionRef<std::shared_ptr<void>()> make) const {
+  absl::MutexLock lock(&mu_);
+  if (native_ == nullptr) native_ = make();
+  return native_;
+}
+
+absl::Status ReplayGraphCommands(Queue& queue, const Graph& graph, size_t begin,
+                                 size_t end) {
+  const std::vector<GraphCommand>& commands = graph.commands();
+  for (size_t i = begin; i < end; ++i) {
+    absl::Status s = std::visit(Enqueue{queue}, commands[i]);
     if (!s.ok()) {
       return absl::Status(
           s.code(), absl::StrCat("graph command ", i, " of ", commands.size(),
@@ -72,16 +77,24 @@ absl::Status ReplayGraph(Queue& queue,
   return absl::OkStatus();
 }
 
-absl::Status Queue::LaunchGraph(std::shared_ptr<const Graph> graph,
-                                std::shared_ptr<Event> done) {
-  absl::Status replayed = ReplayGraph(*this, graph);
-  if (done == nullptr) return replayed;
+absl::Status RecordGraphLaunch(Queue& queue, std::shared_ptr<const Graph> graph,
+                               std::shared_ptr<Event> done,
+                               absl::Status enqueued) {
+  if (done == nullptr) return enqueued;
   // Recorded even after a refusal part-way: the commands enqueued before it
   // run, and the next launch must wait for them. The graph lives until
   // then (its commands hold its objects, not the graph's own charges).
-  absl::Status recorded = RecordEvent(done);
+  absl::Status recorded = queue.RecordEvent(done);
   if (recorded.ok()) done->OnComplete([graph = std::move(graph)] {});
-  return replayed.ok() ? recorded : replayed;
+  return enqueued.ok() ? recorded : enqueued;
+}
+
+absl::Status Queue::LaunchGraph(std::shared_ptr<const Graph> graph,
+                                std::shared_ptr<Event> done) {
+  absl::Status replayed =
+      ReplayGraphCommands(*this, *graph, 0, graph->commands().size());
+  return RecordGraphLaunch(*this, std::move(graph), std::move(done),
+                           std::move(replayed));
 }
 
 }  // namespace gpustream::backend

@@ -9,8 +9,11 @@
 #include <variant>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "server/backend/buffer.h"
 #include "server/backend/event.h"
 #include "server/backend/flag.h"
@@ -88,18 +91,35 @@ class Graph {
   // Bytes the graph owns (its Writes' data).
   uint64_t owned_bytes() const { return owned_bytes_; }
 
+  // The backend's own form of the graph (the GPU layer's executable
+  // graphs): made by the first caller's `make`, kept as long as the graph,
+  // the same object for every caller. One backend per graph (a session's
+  // graphs belong to its device).
+  std::shared_ptr<void> Native(
+      absl::FunctionRef<std::shared_ptr<void>()> make) const;
+
  private:
   const std::vector<GraphCommand> commands_;
   const uint64_t owned_bytes_;
+  mutable absl::Mutex mu_;
+  mutable std::shared_ptr<void> native_ ABSL_GUARDED_BY(mu_);
 };
 
-// Queue::LaunchGraph for backends without a faster path: enqueues each
-// command through the queue's ordinary methods, in order. The commands were
-// validated at capture, so each is enqueued as is. If the queue refuses one
-// (its driver failed at once) the commands before it stay enqueued and the
-// error names the command's index.
-absl::Status ReplayGraph(Queue& queue,
-                         const std::shared_ptr<const Graph>& graph);
+// Enqueues commands [begin, end) of `graph` through the queue's ordinary
+// methods, in order (Queue::LaunchGraph's default does all of them). The
+// commands were validated at capture, so each is enqueued as is. If the
+// queue refuses one (its driver failed at once) the commands before it
+// stay enqueued and the error names the command's index.
+absl::Status ReplayGraphCommands(Queue& queue, const Graph& graph, size_t begin,
+                                 size_t end);
+
+// How every LaunchGraph ends, once the commands were enqueued (`enqueued`:
+// OK, or the refusal that stopped them part-way): records `done` (if not
+// null) after them, holding `graph` until it completes. Returns the first
+// error.
+absl::Status RecordGraphLaunch(Queue& queue, std::shared_ptr<const Graph> graph,
+                               std::shared_ptr<Event> done,
+                               absl::Status enqueued);
 
 }  // namespace gpustream::backend
 

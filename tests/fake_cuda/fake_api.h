@@ -79,7 +79,14 @@
   X(cuDevResourceGenerateDesc, 12040)                   \
   X(cuGreenCtxCreate, 12040)                            \
   X(cuGreenCtxDestroy, 12040)                           \
-  X(cuGreenCtxStreamCreate, 12040)
+  X(cuGreenCtxStreamCreate, 12040)                      \
+  X(cuStreamBeginCapture, 12000)                        \
+  X(cuStreamEndCapture, 12000)                          \
+  X(cuStreamIsCapturing, 12000)                         \
+  X(cuGraphInstantiate, 12000)                          \
+  X(cuGraphDestroy, 12000)                              \
+  X(cuGraphExecDestroy, 12000)                          \
+  X(cuGraphLaunch, 12000)
 
 namespace fakecuda {
 

@@ -83,7 +83,14 @@ namespace fakecuda_test {
   X(DevResourceGenerateDesc, cuDevResourceGenerateDesc)                   \
   X(GreenCtxCreate, cuGreenCtxCreate)                                     \
   X(GreenCtxDestroy, cuGreenCtxDestroy)                                   \
-  X(GreenCtxStreamCreate, cuGreenCtxStreamCreate)
+  X(GreenCtxStreamCreate, cuGreenCtxStreamCreate)                         \
+  X(StreamBeginCapture, cuStreamBeginCapture)                             \
+  X(StreamEndCapture, cuStreamEndCapture)                                 \
+  X(StreamIsCapturing, cuStreamIsCapturing)                               \
+  X(GraphInstantiate, cuGraphInstantiate)                                 \
+  X(GraphDestroy, cuGraphDestroy)                                         \
+  X(GraphExecDestroy, cuGraphExecDestroy)                                 \
+  X(GraphLaunch, cuGraphLaunch)
 
 // The driver's entry points, each with cuda.h's type for its name.
 struct Api {

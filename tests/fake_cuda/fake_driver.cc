@@ -122,3 +122,7 @@ FAKECUDA_EXPORT CUresult cuDriverGetVersion(int* driverVersion) {
 FAKECUDA_EXPORT uint64_t fakegpu_stray_accesses() {
   return fakegpu::StrayAccesses();
 }
+
+FAKECUDA_EXPORT uint64_t fakegpu_graph_launches() {
+  return fakegpu::GraphLaunches();
+}

@@ -96,6 +96,14 @@ CUresult ToCu(gpu::Result result) {
       return CUDA_ERROR_INVALID_CLUSTER_SIZE;
     case gpu::Result::kInvalidResourceConfiguration:
       return CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
+    case gpu::Result::kStreamCaptureUnsupported:
+      return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    case gpu::Result::kStreamCaptureInvalidated:
+      return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    case gpu::Result::kStreamCaptureWrongThread:
+      return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+    case gpu::Result::kIllegalState:
+      return CUDA_ERROR_ILLEGAL_STATE;
     case gpu::Result::kIllegalAddress:
       return CUDA_ERROR_ILLEGAL_ADDRESS;
     case gpu::Result::kMisalignedAddress:

@@ -16,6 +16,7 @@
 
 #include "tests/fake_gpu/fake_callbacks.h"
 #include "tests/fake_gpu/fake_gpu.h"
+#include "tests/fake_gpu/fake_graph.h"
 #include "tests/fake_gpu/fake_progress.h"
 #include "tests/fake_gpu/fake_registry.h"
 #include "tests/fake_gpu/fake_stream.h"
@@ -193,6 +194,7 @@ void Context::Destroy() {
     callbacks = std::move(callbacks_);
   }
   if (callbacks != nullptr) callbacks->Stop();
+  ReleaseGraphs(this);
   ReleaseStreams(this);
   ReleaseEvents(this);
   ReleaseModules(this);
@@ -365,6 +367,7 @@ Result CtxSynchronize() {
   if (Result r = CurrentContext(Sticky::kFail, &ctx); r != Result::kSuccess) {
     return r;
   }
+  if (Result r = CheckCaptureSafe(); r != Result::kSuccess) return r;
   return SynchronizeContext(*ctx);
 }
 

@@ -40,6 +40,14 @@ enum class Result {
   kInvalidClusterSize,
   // An SM split or resource descriptor the device cannot make.
   kInvalidResourceConfiguration,
+  // Stream capture (fake_graph.cc): a call capture does not allow (it
+  // also invalidates the capture), one on a capture already invalidated,
+  // EndCapture from a thread that did not begin it, and BeginCapture on a
+  // stream that is capturing already.
+  kStreamCaptureUnsupported,
+  kStreamCaptureInvalidated,
+  kStreamCaptureWrongThread,
+  kIllegalState,
   // Faults of device work: sticky for the context (Context::Fault).
   kIllegalAddress,
   kMisalignedAddress,
@@ -58,6 +66,8 @@ typedef struct ModuleHandle_* ModuleHandle;
 typedef struct FunctionHandle_* FunctionHandle;
 typedef struct GreenCtxHandle_* GreenCtxHandle;
 typedef struct ResourceDescHandle_* ResourceDescHandle;
+typedef struct GraphHandle_* GraphHandle;
+typedef struct GraphExecHandle_* GraphExecHandle;
 // A device address; the host address of the same bytes (unified
 // addressing).
 using DevicePtr = uint64_t;
@@ -221,6 +231,36 @@ Result StreamWaitValue64(StreamHandle stream, DevicePtr addr, uint64_t value,
 Result StreamWriteValue64(StreamHandle stream, DevicePtr addr, uint64_t value,
                           unsigned int flags);
 Result LaunchHostFunc(StreamHandle stream, HostFn fn, void* data);
+
+// Stream capture and graphs (fake_graph.cc). While a stream captures,
+// the work enqueued on it is recorded instead of run: kernel launches,
+// copies, memsets, value writes and waits, and host functions; anything
+// else enqueued on it (event records and waits, stream-ordered
+// allocation, copies that complete before they return) is refused with
+// kStreamCaptureUnsupported and invalidates the capture, as are a query or
+// synchronize of the capturing stream, and the potentially unsafe calls
+// (MemAlloc, MemFree, MemHostAlloc, MemFreeHost, CtxSynchronize) from a
+// thread the capture's mode prohibits (kCaptureModeGlobal: every thread;
+// kCaptureModeThreadLocal: the capturing one; kCaptureModeRelaxed: none).
+// An executable graph runs its recorded work in order as one operation of
+// the stream it is launched on, after the previous launch of the same
+// executable, wherever that was. Graph objects are not thread-safe, as
+// the vendors document: two threads calling on one at once is Misuse.
+inline constexpr int kCaptureModeGlobal = 0;
+inline constexpr int kCaptureModeThreadLocal = 1;
+inline constexpr int kCaptureModeRelaxed = 2;
+Result StreamBeginCapture(StreamHandle stream, int mode);
+// *graph: the captured graph, or null when the capture was invalidated
+// (kStreamCaptureInvalidated); the capture ends either way.
+Result StreamEndCapture(StreamHandle stream, GraphHandle* graph);
+Result StreamIsCapturing(StreamHandle stream, bool* capturing);
+Result GraphInstantiate(GraphExecHandle* exec, GraphHandle graph);
+Result GraphDestroy(GraphHandle graph);
+Result GraphExecDestroy(GraphExecHandle exec);
+Result GraphLaunch(GraphExecHandle exec, StreamHandle stream);
+// Successful GraphLaunch calls so far, process-wide (the CUDA skin exports
+// it as fakegpu_graph_launches(), for tests of who launches graphs).
+uint64_t GraphLaunches();
 
 // Events.
 Result EventCreate(EventHandle* event, unsigned int flags);

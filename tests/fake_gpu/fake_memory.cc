@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tests/fake_gpu/fake_gpu.h"
+#include "tests/fake_gpu/fake_graph.h"
 #include "tests/fake_gpu/fake_stream.h"
 
 namespace fakegpu {
@@ -224,6 +225,7 @@ Result MemAlloc(DevicePtr* dptr, size_t bytesize) {
     return r;
   }
   if (dptr == nullptr) return Result::kInvalidValue;
+  if (Result r = CheckCaptureSafe(); r != Result::kSuccess) return r;
   uintptr_t base;
   if (Result r =
           Allocate(*ctx, bytesize, false, 0, GetConfig()->memory_bytes, &base);
@@ -242,6 +244,7 @@ Result MemFree(DevicePtr dptr) {
   if (Result r = CurrentContext(Sticky::kIgnore, &ctx); r != Result::kSuccess) {
     return r;
   }
+  if (Result r = CheckCaptureSafe(); r != Result::kSuccess) return r;
   if (GetConfig()->sync_free) DrainContext(*ctx);
   return Free(dptr, false);
 }
@@ -308,6 +311,7 @@ Result MemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) {
   constexpr unsigned kKnown =
       kHostAllocPortable | kHostAllocDevicemap | kHostAllocWritecombined;
   if (pp == nullptr || (Flags & ~kKnown) != 0) return Result::kInvalidValue;
+  if (Result r = CheckCaptureSafe(); r != Result::kSuccess) return r;
   uintptr_t base;
   if (Result r = Allocate(*ctx, bytesize, true, Flags,
                           GetConfig()->memory_bytes, &base);
@@ -324,6 +328,7 @@ Result MemFreeHost(void* p) {
   if (Result r = CurrentContext(Sticky::kIgnore, &ctx); r != Result::kSuccess) {
     return r;
   }
+  if (Result r = CheckCaptureSafe(); r != Result::kSuccess) return r;
   if (GetConfig()->sync_free) DrainContext(*ctx);
   return Free(reinterpret_cast<uintptr_t>(p), true);
 }
@@ -378,7 +383,8 @@ Result MemcpyHtoDAsync(DevicePtr dst, const void* src, size_t n,
     const char* bytes = static_cast<const char*>(src);
     staged = std::make_shared<std::vector<char>>(bytes, bytes + n);
   }
-  return EnqueueOp(*stream, [dst, from, n, staged](Stream& s) -> Result {
+  // Captured only from pinned memory: a graph cannot stage pageable bytes.
+  Op copy = [dst, from, n, staged](Stream& s) -> Result {
     std::shared_ptr<Allocation> to_hold;
     std::shared_ptr<Allocation> from_hold;
     if (Result r = DeviceAccess(s.ctx(), dst, n, 1, Access::kAny, &to_hold);
@@ -397,7 +403,9 @@ Result MemcpyHtoDAsync(DevicePtr dst, const void* src, size_t n,
                                    : reinterpret_cast<const void*>(from),
                  n);
     return Result::kSuccess;
-  });
+  };
+  return staged == nullptr ? EnqueueCapturable(*stream, std::move(copy))
+                           : EnqueueOp(*stream, std::move(copy));
 }
 
 // To pinned memory the copy is asynchronous; to pageable memory the call
@@ -414,33 +422,32 @@ Result MemcpyDtoHAsync(void* dst, DevicePtr src, size_t n,
     return Result::kInvalidValue;
   }
   const bool pinned = Pinned(*stream, to, n);
+  Op copy = [to, src, n, pinned](Stream& s) -> Result {
+    std::shared_ptr<Allocation> to_hold;
+    std::shared_ptr<Allocation> from_hold;
+    if (Result r = DeviceAccess(s.ctx(), src, n, 1, Access::kAny, &from_hold);
+        r != Result::kSuccess) {
+      return r;
+    }
+    if (pinned) {
+      if (Result r = DeviceAccess(s.ctx(), to, n, 1, Access::kAny, &to_hold);
+          r != Result::kSuccess) {
+        return r;
+      }
+    }
+    std::memmove(reinterpret_cast<void*>(to),
+                 reinterpret_cast<const void*>(src), n);
+    return Result::kSuccess;
+  };
+  // Captured only into pinned memory: a copy that completes before it
+  // returns cannot be recorded.
+  if (pinned) return EnqueueCapturable(*stream, std::move(copy));
   uint64_t ticket;
-  if (Result r = EnqueueOp(
-          *stream,
-          [to, src, n, pinned](Stream& s) -> Result {
-            std::shared_ptr<Allocation> to_hold;
-            std::shared_ptr<Allocation> from_hold;
-            if (Result r =
-                    DeviceAccess(s.ctx(), src, n, 1, Access::kAny, &from_hold);
-                r != Result::kSuccess) {
-              return r;
-            }
-            if (pinned) {
-              if (Result r =
-                      DeviceAccess(s.ctx(), to, n, 1, Access::kAny, &to_hold);
-                  r != Result::kSuccess) {
-                return r;
-              }
-            }
-            std::memmove(reinterpret_cast<void*>(to),
-                         reinterpret_cast<const void*>(src), n);
-            return Result::kSuccess;
-          },
-          &ticket);
+  if (Result r = EnqueueOp(*stream, std::move(copy), &ticket);
       r != Result::kSuccess) {
     return r;
   }
-  return pinned ? Result::kSuccess : WaitForTicket(*stream, ticket);
+  return WaitForTicket(*stream, ticket);
 }
 
 Result MemcpyDtoDAsync(DevicePtr dst, DevicePtr src, size_t n,
@@ -453,7 +460,7 @@ Result MemcpyDtoDAsync(DevicePtr dst, DevicePtr src, size_t n,
   if (!Valid(*stream, dst, n) || !Valid(*stream, src, n)) {
     return Result::kInvalidValue;
   }
-  return EnqueueOp(*stream, [dst, src, n](Stream& s) -> Result {
+  return EnqueueCapturable(*stream, [dst, src, n](Stream& s) -> Result {
     std::shared_ptr<Allocation> to_hold;
     std::shared_ptr<Allocation> from_hold;
     if (Result r = DeviceAccess(s.ctx(), dst, n, 1, Access::kAny, &to_hold);
@@ -480,7 +487,7 @@ Result MemsetD32Async(DevicePtr dst, unsigned int ui, size_t N,
   if (dst % 4 != 0 || N > SIZE_MAX / 4) return Result::kInvalidValue;
   if (N == 0) return Result::kSuccess;
   if (!Valid(*stream, dst, 4 * N)) return Result::kInvalidValue;
-  return EnqueueOp(*stream, [dst, ui, N](Stream& s) -> Result {
+  return EnqueueCapturable(*stream, [dst, ui, N](Stream& s) -> Result {
     std::shared_ptr<Allocation> hold;
     if (Result r = DeviceAccess(s.ctx(), dst, 4 * N, 4, Access::kAny, &hold);
         r != Result::kSuccess) {

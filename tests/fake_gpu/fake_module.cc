@@ -397,7 +397,7 @@ Result LaunchKernelEx(FunctionHandle f, const LaunchShape& shape,
       r != Result::kSuccess) {
     return r;
   }
-  return EnqueueOp(*stream, [twin = &twin, args, launch](Stream& s) {
+  return EnqueueCapturable(*stream, [twin = &twin, args, launch](Stream& s) {
     return twin->run(s, args.data(), launch);
   });
 }

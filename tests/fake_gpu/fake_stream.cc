@@ -12,6 +12,7 @@
 
 #include "tests/fake_gpu/fake_callbacks.h"
 #include "tests/fake_gpu/fake_gpu.h"
+#include "tests/fake_gpu/fake_graph.h"
 #include "tests/fake_gpu/fake_memory.h"
 #include "tests/fake_gpu/fake_progress.h"
 #include "tests/fake_gpu/fake_registry.h"
@@ -226,6 +227,9 @@ Result FindStreamForWork(StreamHandle handle, bool same_context,
 }
 
 Result EnqueueOp(Stream& stream, Op op, uint64_t* ticket) {
+  if (Result captured; Captured(stream, op, /*capturable=*/false, &captured)) {
+    return captured;
+  }
   const uint64_t t = stream.Enqueue(std::move(op));
   if (t == 0) {
     return stream.stopped() ? Result::kContextIsDestroyed
@@ -233,6 +237,13 @@ Result EnqueueOp(Stream& stream, Op op, uint64_t* ticket) {
   }
   if (ticket != nullptr) *ticket = t;
   return Result::kSuccess;
+}
+
+Result EnqueueCapturable(Stream& stream, Op op) {
+  if (Result captured; Captured(stream, op, /*capturable=*/true, &captured)) {
+    return captured;
+  }
+  return EnqueueOp(stream, std::move(op));
 }
 
 Result WaitForTicket(Stream& stream, uint64_t ticket) {
@@ -294,6 +305,7 @@ Result StreamQuery(StreamHandle handle) {
   std::shared_ptr<Stream> stream;
   if (Result r = FindStream(handle, &stream); r != Result::kSuccess) return r;
   if (Result r = CheckUsable(stream->ctx()); r != Result::kSuccess) return r;
+  if (Result r = CheckNotCapturing(*stream); r != Result::kSuccess) return r;
   return stream->Done(stream->LastTicket()) ? Result::kSuccess
                                             : Result::kNotReady;
 }
@@ -302,6 +314,7 @@ Result StreamSynchronize(StreamHandle handle) {
   std::shared_ptr<Stream> stream;
   if (Result r = FindStream(handle, &stream); r != Result::kSuccess) return r;
   if (Result r = CheckUsable(stream->ctx()); r != Result::kSuccess) return r;
+  if (Result r = CheckNotCapturing(*stream); r != Result::kSuccess) return r;
   return WaitForTicket(*stream, stream->LastTicket());
 }
 
@@ -318,7 +331,7 @@ Result StreamWaitValue64(StreamHandle handle, DevicePtr addr, uint64_t value,
   }
   if (flags & kWaitValueFlush) return Result::kNotSupported;
   if (flags > kWaitValueNor) return Result::kInvalidValue;
-  return EnqueueOp(*stream, [addr, value, flags](Stream& s) -> Result {
+  return EnqueueCapturable(*stream, [addr, value, flags](Stream& s) -> Result {
     std::shared_ptr<Allocation> hold;
     if (Result r = DeviceAccess(s.ctx(), addr, 8, 8, Access::kContext, &hold);
         r != Result::kSuccess) {
@@ -348,7 +361,7 @@ Result StreamWriteValue64(StreamHandle handle, DevicePtr addr, uint64_t value,
   if (flags & ~unsigned{kWriteValueNoMemoryBarrier}) {
     return Result::kInvalidValue;
   }
-  return EnqueueOp(*stream, [addr, value](Stream& s) -> Result {
+  return EnqueueCapturable(*stream, [addr, value](Stream& s) -> Result {
     std::shared_ptr<Allocation> hold;
     if (Result r = DeviceAccess(s.ctx(), addr, 8, 8, Access::kContext, &hold);
         r != Result::kSuccess) {
@@ -370,7 +383,7 @@ Result LaunchHostFunc(StreamHandle handle, HostFn fn, void* userData) {
     return r;
   }
   if (fn == nullptr) return Result::kInvalidValue;
-  return EnqueueOp(*stream, [fn, userData](Stream& s) {
+  return EnqueueCapturable(*stream, [fn, userData](Stream& s) {
     s.ctx().callbacks().Call(fn, userData);
     return Result::kSuccess;
   });

@@ -63,6 +63,7 @@ class Stream {
   void Start();
 
   Context& ctx() const { return *ctx_; }
+  const std::shared_ptr<Context>& ctx_ptr() const { return ctx_; }
   const Context* owner() const { return ctx_.get(); }  // for Registry
   unsigned flags() const { return flags_; }
   int priority() const { return priority_; }
@@ -143,8 +144,13 @@ Result AddStream(std::shared_ptr<Context> ctx, unsigned flags, int priority,
                  unsigned sms, StreamHandle* handle);
 
 // Enqueues `op` on `stream`: Result::kSuccess, or Result::kInvalidHandle if
-// the stream was destroyed meanwhile. Sets *ticket when not null.
+// the stream was destroyed meanwhile. Sets *ticket when not null. On a
+// capturing stream: Result::kStreamCaptureUnsupported (and the capture is
+// invalidated), since the caller means the work to run now.
 Result EnqueueOp(Stream& stream, Op op, uint64_t* ticket = nullptr);
+// EnqueueOp for work a capture records (fake_gpu.h says which): on a
+// capturing stream `op` goes into the capture instead.
+Result EnqueueCapturable(Stream& stream, Op op);
 
 // Blocks until the operation `ticket` of `stream` completed: Result::kSuccess,
 // the context's sticky error, or Result::kContextIsDestroyed.

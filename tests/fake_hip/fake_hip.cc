@@ -78,6 +78,13 @@ Error ToHip(gpu::Result r) {
     case gpu::Result::kInvalidClusterSize:
     case gpu::Result::kInvalidResourceConfiguration:
       return api::kErrorInvalidValue;
+    // Nor does it serve stream capture (the daemon's HIP backend does not
+    // capture), so no call of its captures.
+    case gpu::Result::kStreamCaptureUnsupported:
+    case gpu::Result::kStreamCaptureInvalidated:
+    case gpu::Result::kStreamCaptureWrongThread:
+    case gpu::Result::kIllegalState:
+      return api::kErrorRuntimeOther;
     case gpu::Result::kIllegalAddress:
       return api::kErrorIllegalAddress;
     // HIP has no code for these faults: its launch failure.

@@ -29,7 +29,8 @@ CudaAdapter::CudaAdapter(std::unique_ptr<CudaDriver> driver)
               .module_extensions = {".fatbin", ".cubin", ".ptx"},
               // NVIDIA GPUs map device memory in 2 MiB pages (pools grow
               // by them too).
-              .device_page_bytes = uint64_t{2} << 20} {}
+              .device_page_bytes = uint64_t{2} << 20,
+              .graphs = true} {}
 
 std::string CudaAdapter::Describe() const {
   return absl::StrCat(driver_->path, " (CUDA ", driver_->version / 1000, ".",

@@ -76,7 +76,13 @@ struct CudaDriver {
   X(cuDevResourceGenerateDesc) \
   X(cuGreenCtxCreate) \
   X(cuGreenCtxDestroy) \
-  X(cuGreenCtxStreamCreate)
+  X(cuGreenCtxStreamCreate) \
+  X(cuStreamBeginCapture) \
+  X(cuStreamEndCapture) \
+  X(cuGraphInstantiateWithFlags) \
+  X(cuGraphDestroy) \
+  X(cuGraphExecDestroy) \
+  X(cuGraphLaunch)
   // clang-format on
 #define GPUSTREAM_CUDA_DECLARE(name) decltype(&::name) name = nullptr;
   GPUSTREAM_CUDA_ENTRY_POINTS(GPUSTREAM_CUDA_DECLARE)

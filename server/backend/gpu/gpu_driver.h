@@ -26,6 +26,9 @@ using GpuModuleHandle = struct GpuModuleOpaque*;
 using GpuFunctionHandle = struct GpuFunctionOpaque*;
 // A green context: a partition of a device's SMs (CUgreenCtx).
 using GpuGreenHandle = struct GpuGreenOpaque*;
+// An executable graph (CUgraphExec): captured work, launched as one
+// operation of a stream.
+using GpuGraphExecHandle = struct GpuGraphExecOpaque*;
 // A device address, as an integer (CUDA's and HIP's device pointers).
 using GpuDeviceptr = uint64_t;
 
@@ -46,6 +49,9 @@ struct GpuTraits {
   // (CUDA's does; HIP's is a no-op): without it a failed device cannot be
   // recovered in the process (GpuDevice::Recover refuses).
   bool context_reset = true;
+  // Whether the driver captures work into executable graphs (the Graphs
+  // calls below); without, graphs are replayed command by command.
+  bool graphs = false;
 };
 
 // The properties GpuDevice reads once, when it opens a device.
@@ -249,6 +255,25 @@ class GpuDriver {
                                     const LaunchConfig& config,
                                     GpuStreamHandle stream,
                                     void** params) const = 0;
+
+  // --- Graphs (traits().graphs; UNIMPLEMENTED without) ----------------------
+  // Starts capturing `stream`: the work enqueued on it is recorded, not
+  // run, until StreamEndCapture. The capture is the calling thread's own
+  // (CUDA's THREAD_LOCAL mode): other threads' calls (a free that
+  // synchronizes the context, on the cleanup thread) neither fail nor
+  // break it, and the calling thread makes no call but the captured
+  // work's until it ends the capture, whatever happens.
+  virtual absl::Status StreamBeginCapture(GpuStreamHandle stream) const = 0;
+  // Ends the capture and instantiates what it recorded. The executable
+  // graph belongs to the current context; it is not thread-safe (calls on
+  // one must not overlap) and each launch of it runs after the previous
+  // one, on whatever stream.
+  virtual absl::StatusOr<GpuGraphExecHandle> StreamEndCapture(
+      GpuStreamHandle stream) const = 0;
+  virtual absl::Status GraphLaunch(GpuGraphExecHandle exec,
+                                   GpuStreamHandle stream) const = 0;
+  // A launch in flight completes first (the vendor frees it then).
+  virtual absl::Status GraphExecDestroy(GpuGraphExecHandle exec) const = 0;
 };
 
 }  // namespace gpustream::backend

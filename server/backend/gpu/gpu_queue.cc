@@ -60,23 +60,48 @@ class StagingLease {
 
 }  // namespace
 
+absl::Status IssueLaunch(GpuQueueCore& q, const GpuKernel& kernel,
+                         const LaunchConfig& config, const GpuArgBlock& args) {
+  if (absl::Status s = kernel.AllowDynamicShared(q.device().driver(),
+                                                 config.shared_memory_bytes);
+      !s.ok()) {
+    return s;
+  }
+  // The driver copies the arguments at the call: `args` may go after it.
+  return q.device().Check(q.device().driver().LaunchKernel(
+      kernel.function(), config, q.stream(),
+      const_cast<void**>(args.pointers.data())));
+}
+
+absl::Status IssueCopy(GpuQueueCore& q, const Buffer& src, uint64_t src_offset,
+                       const Buffer& dst, uint64_t dst_offset, uint64_t size) {
+  return q.device().Check(q.device().driver().MemcpyDtoDAsync(
+      static_cast<const GpuBuffer&>(dst).ptr() + dst_offset,
+      static_cast<const GpuBuffer&>(src).ptr() + src_offset, size, q.stream()));
+}
+
+absl::Status IssueFill(GpuQueueCore& q, const Buffer& dst, uint64_t offset,
+                       uint64_t size, uint32_t value) {
+  return q.device().Check(q.device().driver().MemsetD32Async(
+      static_cast<const GpuBuffer&>(dst).ptr() + offset, value, size / 4,
+      q.stream()));
+}
+
+GpuArgBlock PackGpuArgs(const GpuKernel& kernel,
+                        const std::vector<KernelArg>& args) {
+  return PackArgs(kernel.signature(), args, [](const BufferArg& b) {
+    return static_cast<uint64_t>(Ptr(b.buffer, b.offset));
+  });
+}
+
 absl::Status GpuQueue::Launch(const Kernel& kernel, const LaunchConfig& config,
                               std::vector<KernelArg> args) {
   const auto& gpu_kernel = static_cast<const GpuKernel&>(kernel);
   if (absl::Status s = CheckLaunch(kernel, config); !s.ok()) return s;
-  auto block = std::make_shared<GpuArgBlock>(
-      PackArgs(gpu_kernel.signature(), args, [](const BufferArg& b) {
-        return static_cast<uint64_t>(Ptr(b.buffer, b.offset));
-      }));
+  auto block = std::make_shared<GpuArgBlock>(PackGpuArgs(gpu_kernel, args));
   GpuQueueCore::Op op;
   op.issue = [&gpu_kernel, config, block](GpuQueueCore& q) {
-    if (absl::Status s = gpu_kernel.AllowDynamicShared(
-            q.device().driver(), config.shared_memory_bytes);
-        !s.ok()) {
-      return s;
-    }
-    return q.device().Check(q.device().driver().LaunchKernel(
-        gpu_kernel.function(), config, q.stream(), block->pointers.data()));
+    return IssueLaunch(q, gpu_kernel, config, *block);
   };
   // The buffers stay alive until the kernel has run.
   op.done = [args = std::move(args)](absl::Status) {};
@@ -141,8 +166,7 @@ absl::Status GpuQueue::Copy(std::shared_ptr<Buffer> src, uint64_t src_offset,
                             uint64_t size) {
   GpuQueueCore::Op op;
   op.issue = [src, src_offset, dst, dst_offset, size](GpuQueueCore& q) {
-    return q.device().Check(q.device().driver().MemcpyDtoDAsync(
-        Ptr(dst, dst_offset), Ptr(src, src_offset), size, q.stream()));
+    return IssueCopy(q, *src, src_offset, *dst, dst_offset, size);
   };
   op.done = [src, dst](absl::Status) {};
   return core_->Submit(std::move(op));
@@ -152,8 +176,7 @@ absl::Status GpuQueue::Fill(std::shared_ptr<Buffer> dst, uint64_t offset,
                             uint64_t size, uint32_t value) {
   GpuQueueCore::Op op;
   op.issue = [dst, offset, size, value](GpuQueueCore& q) {
-    return q.device().Check(q.device().driver().MemsetD32Async(
-        Ptr(dst, offset), value, size / 4, q.stream()));
+    return IssueFill(q, *dst, offset, size, value);
   };
   op.done = [dst](absl::Status) {};
   return core_->Submit(std::move(op));

@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "server/backend/device.h"
 #include "server/backend/gpu/gpu_admission.h"
+#include "server/backend/gpu/gpu_args.h"
 #include "server/backend/gpu/gpu_driver.h"
 #include "server/backend/gpu/gpu_objects.h"
 #include "server/backend/gpu/gpu_pools.h"
@@ -22,6 +23,7 @@
 namespace gpustream::backend {
 
 class GpuDevice;
+class GpuKernel;
 
 // The state of one stream, shared by its GpuQueue, the dispatcher and the
 // flags whose waits it holds; outlives the GpuQueue until its work is done.
@@ -247,6 +249,20 @@ class GpuQueueCore : public std::enable_shared_from_this<GpuQueueCore>,
   bool waiting_admission_ ABSL_GUARDED_BY(mu_) = false;
 };
 
+// The native calls behind a launch, a copy and a fill, on `q`'s stream,
+// from inside an Op's issue (the core's mutex held): GpuQueue's ops make
+// them, and graph capture records them (gpu_graph.cc).
+absl::Status IssueLaunch(GpuQueueCore& q, const GpuKernel& kernel,
+                         const LaunchConfig& config, const GpuArgBlock& args);
+absl::Status IssueCopy(GpuQueueCore& q, const Buffer& src, uint64_t src_offset,
+                       const Buffer& dst, uint64_t dst_offset, uint64_t size);
+absl::Status IssueFill(GpuQueueCore& q, const Buffer& dst, uint64_t offset,
+                       uint64_t size, uint32_t value);
+// A launch's arguments as the kernel takes them, buffers as device
+// addresses.
+GpuArgBlock PackGpuArgs(const GpuKernel& kernel,
+                        const std::vector<KernelArg>& args);
+
 // The Queue the session layer holds. Destroying it retires the core: the
 // stream goes once its work is done.
 class GpuQueue : public Queue {
@@ -275,6 +291,10 @@ class GpuQueue : public Queue {
                         WaitCondition condition) override;
   absl::Status WriteFlag(std::shared_ptr<Flag> flag, uint64_t value) override;
   absl::Status HostFunc(absl::AnyInvocable<void()> fn) override;
+  // Runs of launches, copies and fills as executable graphs where the
+  // driver has them (gpu_graph.cc); the rest one by one.
+  absl::Status LaunchGraph(std::shared_ptr<const Graph> graph,
+                           std::shared_ptr<Event> done) override;
   void OnIdle(Done done) override { core_->OnIdle(std::move(done)); }
   void Cancel(const absl::Status& reason) override { core_->Cancel(reason); }
   bool IsIdle() override { return core_->IsIdle(); }

@@ -21,6 +21,12 @@ absl::Status NoCooperativeLaunch() {
       "functions (hipLaunchCooperativeKernel), not from loaded modules");
 }
 
+absl::Status NoGraphs() {
+  return absl::UnimplementedError(
+      "the HIP backend does not capture graphs yet (hipStreamBeginCapture "
+      "is not wired up): graphs replay command by command");
+}
+
 // The layer's opaque handles are the runtime's own pointers.
 hipapi::Stream* Hip(GpuStreamHandle s) {
   return reinterpret_cast<hipapi::Stream*>(s);
@@ -525,6 +531,27 @@ absl::Status HipAdapter::LaunchKernel(GpuFunctionHandle function,
           config.block.x, config.block.y, config.block.z,
           config.shared_memory_bytes, Hip(stream), params, nullptr),
       "hipModuleLaunchKernel", driver_.get());
+}
+
+// HIP 5.2's graphs (hipStreamBeginCapture and the rest) are not wired up:
+// traits().graphs is false, so the GPU layer replays graphs command by
+// command and never calls these.
+absl::Status HipAdapter::StreamBeginCapture(GpuStreamHandle) const {
+  return NoGraphs();
+}
+
+absl::StatusOr<GpuGraphExecHandle> HipAdapter::StreamEndCapture(
+    GpuStreamHandle) const {
+  return NoGraphs();
+}
+
+absl::Status HipAdapter::GraphLaunch(GpuGraphExecHandle,
+                                     GpuStreamHandle) const {
+  return NoGraphs();
+}
+
+absl::Status HipAdapter::GraphExecDestroy(GpuGraphExecHandle) const {
+  return NoGraphs();
 }
 
 }  // namespace gpustream::backend

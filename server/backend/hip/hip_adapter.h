@@ -94,6 +94,12 @@ class HipAdapter : public GpuDriver {
   absl::Status LaunchKernel(GpuFunctionHandle function,
                             const LaunchConfig& config, GpuStreamHandle stream,
                             void** params) const override;
+  absl::Status StreamBeginCapture(GpuStreamHandle stream) const override;
+  absl::StatusOr<GpuGraphExecHandle> StreamEndCapture(
+      GpuStreamHandle stream) const override;
+  absl::Status GraphLaunch(GpuGraphExecHandle exec,
+                           GpuStreamHandle stream) const override;
+  absl::Status GraphExecDestroy(GpuGraphExecHandle exec) const override;
 
  private:
   const std::unique_ptr<HipDriver> driver_;
