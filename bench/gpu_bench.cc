@@ -3,10 +3,9 @@
 // device 0:
 //   1. noop launch rate: launches into one non-blocking stream, against
 //      pipelined launches on the daemon's Submit stream; and a graph of 64
-//      noops captured natively and launched in a loop (CUDA; HIP's
-//      backend does not capture) against the same graph captured through
-//      the daemon and launched pipelined (LaunchGraph: one cuGraphLaunch
-//      each on CUDA);
+//      noops captured natively and launched in a loop against the same
+//      graph captured through the daemon and launched pipelined
+//      (LaunchGraph: one graph launch each);
 //   2. flag-gated start (CUDA): a host store releases a stream parked on
 //      cuStreamWaitValue64, which runs add_u64 and writes a word the host
 //      spins on, against flag.signal() releasing a queue parked on

@@ -78,13 +78,14 @@ Error ToHip(gpu::Result r) {
     case gpu::Result::kInvalidClusterSize:
     case gpu::Result::kInvalidResourceConfiguration:
       return api::kErrorInvalidValue;
-    // Nor does it serve stream capture (the daemon's HIP backend does not
-    // capture), so no call of its captures.
     case gpu::Result::kStreamCaptureUnsupported:
+      return api::kErrorStreamCaptureUnsupported;
     case gpu::Result::kStreamCaptureInvalidated:
+      return api::kErrorStreamCaptureInvalidated;
     case gpu::Result::kStreamCaptureWrongThread:
+      return api::kErrorStreamCaptureWrongThread;
     case gpu::Result::kIllegalState:
-      return api::kErrorRuntimeOther;
+      return api::kErrorIllegalState;
     case gpu::Result::kIllegalAddress:
       return api::kErrorIllegalAddress;
     // HIP has no code for these faults: its launch failure.
@@ -663,6 +664,48 @@ FAKEHIP_EXPORT Error hipModuleLaunchKernel(
 
 // Not a HIP symbol: the emulation's count of kernel accesses that landed
 // outside their allocation (fakegpu::StrayAccesses), for tests.
+// Stream capture and graphs: the emulation's (fake_gpu.h), with HIP's
+// codes. hipGraphInstantiate's error node and log are not written.
+FAKEHIP_EXPORT Error hipStreamBeginCapture(api::Stream* stream,
+                                           api::StreamCaptureMode mode) {
+  static_assert(api::kCaptureModeGlobal == gpu::kCaptureModeGlobal);
+  static_assert(api::kCaptureModeThreadLocal == gpu::kCaptureModeThreadLocal);
+  static_assert(api::kCaptureModeRelaxed == gpu::kCaptureModeRelaxed);
+  return ToHip(gpu::StreamBeginCapture(Gpu(stream), static_cast<int>(mode)));
+}
+
+FAKEHIP_EXPORT Error hipStreamEndCapture(api::Stream* stream,
+                                         api::Graph** graph) {
+  return ToHip(gpu::StreamEndCapture(
+      Gpu(stream), gpu::HandleCast<gpu::GraphHandle*>(graph)));
+}
+
+FAKEHIP_EXPORT Error hipGraphInstantiate(api::GraphExec** exec,
+                                         api::Graph* graph, api::GraphNode**,
+                                         char*, size_t) {
+  return ToHip(
+      gpu::GraphInstantiate(gpu::HandleCast<gpu::GraphExecHandle*>(exec),
+                            gpu::HandleCast<gpu::GraphHandle>(graph)));
+}
+
+FAKEHIP_EXPORT Error hipGraphDestroy(api::Graph* graph) {
+  return ToHip(gpu::GraphDestroy(gpu::HandleCast<gpu::GraphHandle>(graph)));
+}
+
+FAKEHIP_EXPORT Error hipGraphExecDestroy(api::GraphExec* exec) {
+  return ToHip(
+      gpu::GraphExecDestroy(gpu::HandleCast<gpu::GraphExecHandle>(exec)));
+}
+
+FAKEHIP_EXPORT Error hipGraphLaunch(api::GraphExec* exec, api::Stream* stream) {
+  return ToHip(gpu::GraphLaunch(gpu::HandleCast<gpu::GraphExecHandle>(exec),
+                                Gpu(stream)));
+}
+
+FAKEHIP_EXPORT uint64_t fakegpu_graph_launches() {
+  return gpu::GraphLaunches();
+}
+
 FAKEHIP_EXPORT uint64_t fakegpu_stray_accesses() {
   return gpu::StrayAccesses();
 }

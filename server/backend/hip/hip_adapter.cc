@@ -21,12 +21,6 @@ absl::Status NoCooperativeLaunch() {
       "functions (hipLaunchCooperativeKernel), not from loaded modules");
 }
 
-absl::Status NoGraphs() {
-  return absl::UnimplementedError(
-      "the HIP backend does not capture graphs yet (hipStreamBeginCapture "
-      "is not wired up): graphs replay command by command");
-}
-
 // The layer's opaque handles are the runtime's own pointers.
 hipapi::Stream* Hip(GpuStreamHandle s) {
   return reinterpret_cast<hipapi::Stream*>(s);
@@ -69,7 +63,8 @@ HipAdapter::HipAdapter(std::unique_ptr<HipDriver> driver)
               .faults_recoverable = false,
               // hipDevicePrimaryCtxReset is a no-op in ROCm 5.2: it frees
               // nothing and clears nothing.
-              .context_reset = false} {}
+              .context_reset = false,
+              .graphs = true} {}
 
 std::string HipAdapter::Describe() const {
   return absl::StrCat(driver_->path, " (HIP ", driver_->version / 10000000, ".",
@@ -531,27 +526,6 @@ absl::Status HipAdapter::LaunchKernel(GpuFunctionHandle function,
           config.block.x, config.block.y, config.block.z,
           config.shared_memory_bytes, Hip(stream), params, nullptr),
       "hipModuleLaunchKernel", driver_.get());
-}
-
-// HIP 5.2's graphs (hipStreamBeginCapture and the rest) are not wired up:
-// traits().graphs is false, so the GPU layer replays graphs command by
-// command and never calls these.
-absl::Status HipAdapter::StreamBeginCapture(GpuStreamHandle) const {
-  return NoGraphs();
-}
-
-absl::StatusOr<GpuGraphExecHandle> HipAdapter::StreamEndCapture(
-    GpuStreamHandle) const {
-  return NoGraphs();
-}
-
-absl::Status HipAdapter::GraphLaunch(GpuGraphExecHandle,
-                                     GpuStreamHandle) const {
-  return NoGraphs();
-}
-
-absl::Status HipAdapter::GraphExecDestroy(GpuGraphExecHandle) const {
-  return NoGraphs();
 }
 
 }  // namespace gpustream::backend

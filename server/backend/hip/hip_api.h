@@ -26,6 +26,7 @@ enum Error : int {
   kErrorECCNotCorrectable = 214,
   kErrorInvalidKernelFile = 218,
   kErrorInvalidHandle = 400,
+  kErrorIllegalState = 401,
   kErrorNotFound = 500,
   kErrorNotReady = 600,
   kErrorIllegalAddress = 700,
@@ -35,6 +36,9 @@ enum Error : int {
   kErrorAssert = 710,
   kErrorLaunchFailure = 719,
   kErrorNotSupported = 801,
+  kErrorStreamCaptureUnsupported = 900,
+  kErrorStreamCaptureInvalidated = 901,
+  kErrorStreamCaptureWrongThread = 908,
   kErrorUnknown = 999,
   kErrorRuntimeOther = 1053,
 };
@@ -45,7 +49,17 @@ struct Event;
 struct Context;
 struct Module;
 struct Function;
+struct Graph;        // ihipGraph
+struct GraphNode;    // hipGraphNode
+struct GraphExec;    // hipGraphExec
 using Device = int;  // hipDevice_t
+
+// hipStreamCaptureMode.
+enum StreamCaptureMode : int {
+  kCaptureModeGlobal = 0,
+  kCaptureModeThreadLocal = 1,
+  kCaptureModeRelaxed = 2,
+};
 
 // hipDeviceAttribute_t values the backend reads.
 enum DeviceAttribute : int {
@@ -146,7 +160,15 @@ struct DeviceProp {
     (Function* function, unsigned int grid_x, unsigned int grid_y,           \
      unsigned int grid_z, unsigned int block_x, unsigned int block_y,        \
      unsigned int block_z, unsigned int shared_bytes, Stream* stream,        \
-     void** params, void** extra))
+     void** params, void** extra))                                           \
+  X(hipStreamBeginCapture, Error, (Stream* stream, StreamCaptureMode mode))  \
+  X(hipStreamEndCapture, Error, (Stream* stream, Graph** graph))             \
+  X(hipGraphInstantiate, Error,                                              \
+    (GraphExec** exec, Graph* graph, GraphNode** error_node, char* log,      \
+     size_t log_size))                                                       \
+  X(hipGraphDestroy, Error, (Graph* graph))                                  \
+  X(hipGraphExecDestroy, Error, (GraphExec* exec))                           \
+  X(hipGraphLaunch, Error, (GraphExec* exec, Stream* stream))
 // clang-format on
 
 // Entry points a runtime may lack: the backend does without them

@@ -59,6 +59,22 @@ struct Real<Function> {
   using type = ::ihipModuleSymbol_t;
 };
 template <>
+struct Real<Graph> {
+  using type = ::ihipGraph;
+};
+template <>
+struct Real<GraphNode> {
+  using type = ::hipGraphNode;
+};
+template <>
+struct Real<GraphExec> {
+  using type = ::hipGraphExec;
+};
+template <>
+struct Real<StreamCaptureMode> {
+  using type = ::hipStreamCaptureMode;
+};
+template <>
 struct Real<DeviceAttribute> {
   using type = ::hipDeviceAttribute_t;
 };
@@ -111,6 +127,17 @@ static_assert(I(kErrorContextIsDestroyed) == I(::hipErrorContextIsDestroyed));
 static_assert(I(kErrorAssert) == I(::hipErrorAssert));
 static_assert(I(kErrorLaunchFailure) == I(::hipErrorLaunchFailure));
 static_assert(I(kErrorNotSupported) == I(::hipErrorNotSupported));
+static_assert(I(kErrorIllegalState) == I(::hipErrorIllegalState));
+static_assert(I(kErrorStreamCaptureUnsupported) ==
+              I(::hipErrorStreamCaptureUnsupported));
+static_assert(I(kErrorStreamCaptureInvalidated) ==
+              I(::hipErrorStreamCaptureInvalidated));
+static_assert(I(kErrorStreamCaptureWrongThread) ==
+              I(::hipErrorStreamCaptureWrongThread));
+static_assert(I(kCaptureModeGlobal) == I(::hipStreamCaptureModeGlobal));
+static_assert(I(kCaptureModeThreadLocal) ==
+              I(::hipStreamCaptureModeThreadLocal));
+static_assert(I(kCaptureModeRelaxed) == I(::hipStreamCaptureModeRelaxed));
 static_assert(I(kErrorUnknown) == I(::hipErrorUnknown));
 static_assert(I(kErrorRuntimeOther) == I(::hipErrorRuntimeOther));
 

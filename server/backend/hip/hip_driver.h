@@ -28,6 +28,10 @@ struct HipDriver {
   using Module = hipapi::Module;
   using Function = hipapi::Function;
   using FunctionAttribute = hipapi::FunctionAttribute;
+  using Graph = hipapi::Graph;
+  using GraphNode = hipapi::GraphNode;
+  using GraphExec = hipapi::GraphExec;
+  using StreamCaptureMode = hipapi::StreamCaptureMode;
   GPUSTREAM_HIP_ENTRY_POINTS(GPUSTREAM_HIP_DECLARE)
 #undef GPUSTREAM_HIP_DECLARE
 

@@ -1,0 +1,47 @@
+// Graphs on the HIP backend, on the fake runtime (the checks are the GPU
+// layer's, gpu_graph_checks.h; cuda_graph_fake_test runs them on CUDA's).
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "server/backend/gpu/gpu_device.h"
+#include "server/backend/gpu/gpu_graph_checks.h"
+#include "server/backend/hip/hip_backend.h"
+#include "server/backend/hip/hip_driver.h"
+
+namespace gpustream::backend {
+namespace {
+
+std::string FakeHipRuntimePath() {
+  const char* root = std::getenv("TEST_SRCDIR");
+  return std::string(root != nullptr ? root : ".") +
+         "/gpustream/tests/fake_hip/libfakehip.so";
+}
+
+class HipGraphFakeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (HipEmbeddedSamples().image.empty()) {
+      GTEST_SKIP() << "this build has no AMDGPU clang: no HIP samples";
+    }
+    auto runtime = OpenHipRuntime(FakeHipRuntimePath());
+    ASSERT_TRUE(runtime.ok()) << runtime.status();
+    auto device = OpenHipDevice(*std::move(runtime), 0);
+    ASSERT_TRUE(device.ok()) << device.status();
+    device_ = *std::move(device);
+  }
+
+  std::unique_ptr<GpuDevice> device_;
+};
+
+TEST_F(HipGraphFakeTest, RunsOfCommandsLaunchAsExecutableGraphs) {
+  CheckRunsLaunchAsExecutableGraphs(*device_, FakeHipRuntimePath());
+}
+
+TEST_F(HipGraphFakeTest, CaptureLeavesOtherThreadsFreeing) {
+  CheckCaptureLeavesOtherThreadsFreeing(*device_);
+}
+
+}  // namespace
+}  // namespace gpustream::backend
