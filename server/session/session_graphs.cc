@@ -78,8 +78,9 @@ absl::Status Session::LaunchGraph(const v1::LaunchGraphRequest& req,
                                   v1::LaunchGraphResponse*) {
   auto graph = Find<CapturedGraph>(req.graph_id(), "graph_id");
   if (!graph.ok()) return graph.status();
-  // Room in flight for every command (a GPU queue runs each as one) and
-  // in staging for the graph's writes (a GPU queue stages them again).
+  // Room in flight for every command (a GPU queue runs most as one each,
+  // and up to 64 as one executable graph) and in staging for the graph's
+  // writes (a GPU queue stages them again).
   bool capturing = false;
   auto queue = FindLiveQueue(req.queue_id(), (*graph)->owned_bytes(),
                              &capturing, (*graph)->size());

@@ -135,37 +135,59 @@ TEST_F(FakeCudaGraphsTest, UncapturableWorkInvalidatesTheCapture) {
   EXPECT_CU(CUDA_SUCCESS, cu.EventDestroy(e));
 }
 
-// A GLOBAL capture forbids every thread's potentially unsafe calls (a free
-// synchronizes the context); THREAD_LOCAL only the capturing thread's;
-// RELAXED none.
+// A GLOBAL capture forbids every thread's potentially unsafe calls (here
+// an allocation); THREAD_LOCAL only the capturing thread's; RELAXED none.
 TEST_F(FakeCudaGraphsTest, TheCaptureModeDecidesWhoseUnsafeCallsFail) {
   CUstream s = NewStream();
-  CUdeviceptr a = Alloc(64), b = Alloc(64), c = Alloc(64);
+  CUdeviceptr target = Alloc(64);
+  CUdeviceptr a = 0, b = 0, c = 0;
   CUgraph graph = nullptr;
 
   ASSERT_CU(CUDA_SUCCESS,
             cu.StreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
   EXPECT_CU(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
-            OnOtherThread([&] { return cu.MemFree(a); }));
+            OnOtherThread([&] { return cu.MemAlloc(&a, 64); }));
   EXPECT_CU(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
             cu.StreamEndCapture(s, &graph));
 
   ASSERT_CU(CUDA_SUCCESS,
             cu.StreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-  EXPECT_CU(CUDA_SUCCESS, OnOtherThread([&] { return cu.MemFree(a); }));
-  ASSERT_CU(CUDA_SUCCESS, cu.MemsetD32Async(b, 1, 16, s));
-  EXPECT_CU(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, cu.MemFree(b));
+  EXPECT_CU(CUDA_SUCCESS, OnOtherThread([&] { return cu.MemAlloc(&a, 64); }));
+  ASSERT_CU(CUDA_SUCCESS, cu.MemsetD32Async(target, 1, 16, s));
+  EXPECT_CU(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, cu.MemAlloc(&b, 64));
   EXPECT_CU(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
             cu.StreamEndCapture(s, &graph));
 
   ASSERT_CU(CUDA_SUCCESS,
             cu.StreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
-  ASSERT_CU(CUDA_SUCCESS, cu.MemsetD32Async(c, 1, 16, s));
-  EXPECT_CU(CUDA_SUCCESS, cu.MemFree(b));
+  ASSERT_CU(CUDA_SUCCESS, cu.MemsetD32Async(target, 1, 16, s));
+  EXPECT_CU(CUDA_SUCCESS, cu.MemAlloc(&c, 64));
   ASSERT_CU(CUDA_SUCCESS, cu.StreamEndCapture(s, &graph));
   EXPECT_NE(graph, nullptr);
   EXPECT_CU(CUDA_SUCCESS, cu.GraphDestroy(graph));
-  EXPECT_CU(CUDA_SUCCESS, cu.MemFree(c));
+  for (CUdeviceptr p : {target, a, c}) EXPECT_CU(CUDA_SUCCESS, cu.MemFree(p));
+}
+
+// A free synchronizes the context, and a capturing stream cannot be
+// synchronized: whatever the capture's mode, a free on any thread (the
+// daemon's cleanup thread) fails and breaks the capture.
+TEST_F(FakeCudaGraphsTest, AFreeDuringACaptureInItsContextBreaksBoth) {
+  CUstream s = NewStream();
+  CUdeviceptr target = Alloc(64), doomed = Alloc(64);
+  for (CUstreamCaptureMode mode :
+       {CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, CU_STREAM_CAPTURE_MODE_RELAXED}) {
+    ASSERT_CU(CUDA_SUCCESS, cu.StreamBeginCapture(s, mode));
+    ASSERT_CU(CUDA_SUCCESS, cu.MemsetD32Async(target, 1, 16, s));
+    EXPECT_CU(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+              OnOtherThread([&] { return cu.MemFree(doomed); }));
+    EXPECT_CU(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+              OnOtherThread([&] { return cu.CtxSynchronize(nullptr); }));
+    CUgraph graph = nullptr;
+    EXPECT_CU(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+              cu.StreamEndCapture(s, &graph));
+  }
+  EXPECT_CU(CUDA_SUCCESS, cu.MemFree(doomed));
+  EXPECT_CU(CUDA_SUCCESS, cu.MemFree(target));
 }
 
 // Unless RELAXED, the thread that began a capture must end it; a wrong

@@ -368,6 +368,7 @@ Result CtxSynchronize() {
     return r;
   }
   if (Result r = CheckCaptureSafe(); r != Result::kSuccess) return r;
+  if (Result r = CheckNoCaptureIn(*ctx); r != Result::kSuccess) return r;
   return SynchronizeContext(*ctx);
 }
 

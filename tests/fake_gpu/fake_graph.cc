@@ -157,6 +157,20 @@ Result CheckCaptureSafe() {
   return prohibited ? Result::kStreamCaptureUnsupported : Result::kSuccess;
 }
 
+Result CheckNoCaptureIn(const Context& ctx) {
+  Captures& all = AllCaptures();
+  if (all.count.load(std::memory_order_acquire) == 0) return Result::kSuccess;
+  std::lock_guard<std::mutex> lock(all.mu);
+  bool capturing = false;
+  for (const std::shared_ptr<Capture>& c : all.active) {
+    if (c->stream->owner() == &ctx) {
+      Invalidate(*c);
+      capturing = true;
+    }
+  }
+  return capturing ? Result::kStreamCaptureUnsupported : Result::kSuccess;
+}
+
 void ReleaseGraphs(const Context* ctx) {
   Graphs().RemoveOwnedBy(ctx);
   Execs().RemoveOwnedBy(ctx);

@@ -20,11 +20,16 @@ bool Captured(Stream& stream, Op& op, bool capturable, Result* result);
 // kStreamCaptureUnsupported (invalidating the capture) if it is capturing.
 Result CheckNotCapturing(const Stream& stream);
 
-// For a potentially unsafe call (one that may synchronize or allocate
-// outside any stream): kStreamCaptureUnsupported, invalidating the
-// captures that prohibit it, when a capture's mode prohibits the calling
-// thread from making it.
+// For a potentially unsafe call (one that allocates outside any stream):
+// kStreamCaptureUnsupported, invalidating the captures that prohibit it,
+// when a capture's mode prohibits the calling thread from making it.
 Result CheckCaptureSafe();
+
+// For a call that synchronizes `ctx` (a synchronizing free, a context
+// synchronize): kStreamCaptureUnsupported, invalidating them, when any
+// stream of `ctx` is capturing, whatever the capture's mode and thread (a
+// capturing stream cannot be synchronized).
+Result CheckNoCaptureIn(const Context& ctx);
 
 // Forgets the graphs and executable graphs of a destroyed context (their
 // handles become stale) and ends its captures.

@@ -245,7 +245,10 @@ Result MemFree(DevicePtr dptr) {
     return r;
   }
   if (Result r = CheckCaptureSafe(); r != Result::kSuccess) return r;
-  if (GetConfig()->sync_free) DrainContext(*ctx);
+  if (GetConfig()->sync_free) {
+    if (Result r = CheckNoCaptureIn(*ctx); r != Result::kSuccess) return r;
+    DrainContext(*ctx);
+  }
   return Free(dptr, false);
 }
 
@@ -329,7 +332,10 @@ Result MemFreeHost(void* p) {
     return r;
   }
   if (Result r = CheckCaptureSafe(); r != Result::kSuccess) return r;
-  if (GetConfig()->sync_free) DrainContext(*ctx);
+  if (GetConfig()->sync_free) {
+    if (Result r = CheckNoCaptureIn(*ctx); r != Result::kSuccess) return r;
+    DrainContext(*ctx);
+  }
   return Free(reinterpret_cast<uintptr_t>(p), true);
 }
 

@@ -16,10 +16,10 @@ TEST(CudaGraphFakeTest, RunsOfCommandsLaunchAsExecutableGraphs) {
   CheckRunsLaunchAsExecutableGraphs(**device, FakeCudaDriverPath());
 }
 
-TEST(CudaGraphFakeTest, CaptureLeavesOtherThreadsFreeing) {
+TEST(CudaGraphFakeTest, CapturesBesideFreesAllSucceed) {
   auto device = OpenFakeCudaDevice();
   ASSERT_TRUE(device.ok()) << device.status();
-  CheckCaptureLeavesOtherThreadsFreeing(**device);
+  CheckCapturesBesideFrees(**device, FakeCudaDriverPath());
 }
 
 }  // namespace

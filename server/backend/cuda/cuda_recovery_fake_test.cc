@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "server/backend/cuda/cuda_fake_testing.h"
 #include "server/backend/gpu/gpu_device.h"
+#include "server/backend/graph.h"
 
 namespace gpustream::backend {
 namespace {
@@ -73,7 +74,8 @@ void RaceRecoveriesChild() {
       auto q = device->CreateQueue(QueueOptions{});
       // Either works or says the device failed (or was reset); a
       // flag's and a write's pinned memory is never touched after
-      // the reset freed it (ASan sees that).
+      // the reset freed it (ASan sees that), nor is a capture made on
+      // the reset context.
       auto flag = device->CreateFlag();
       if (flag.ok()) {
         (*flag)->Store(static_cast<uint64_t>(i) + 1);
@@ -83,6 +85,16 @@ void RaceRecoveriesChild() {
         auto buffer = device->Allocate(4096, MemoryKind::kDevice);
         if (buffer.ok()) {
           (*q)->Write(*buffer, 0, std::string(4096, 'x')).IgnoreError();
+          // A graph captured on its first launch: the capture holds the
+          // context as any driver call does.
+          std::vector<GraphCommand> commands;
+          commands.push_back(GraphFill{*buffer, 0, 4096, 0});
+          commands.push_back(GraphFill{*buffer, 0, 4096, 1});
+          const absl::Status launched = (*q)->LaunchGraph(
+              std::make_shared<const Graph>(std::move(commands)), nullptr);
+          if (!launched.ok() && launched.code() != absl::StatusCode::kAborted) {
+            fail(launched.ToString());
+          }
         }
       }
       if (!q.ok() && q.status().code() != absl::StatusCode::kAborted) {
@@ -116,7 +128,8 @@ void RaceRecoveriesChild() {
 // 200 rounds of fault and recovery while another thread keeps asking the
 // device for its memory figures and for new queues and flags (a stats
 // scrape, a session opening): each call either works or says the device
-// failed, and none reaches the driver with the old context's handles.
+// failed, and none reaches the driver with the old context's handles (a
+// graph's capture included).
 TEST(CudaRecoveryFakeTest, CallersRacingARecoveryNeverUseTheResetContext) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(

@@ -175,6 +175,12 @@ class GpuDevice : public Device {
   // Runs `fn` on the cleanup thread with the context current, unless the
   // object's context (`epoch`) is gone.
   void Release(uint64_t epoch, absl::AnyInvocable<void()> fn);
+  // Stream captures against calls that synchronize the context: a
+  // capturing stream cannot be synchronized, so such a call (a free:
+  // MemFree, HostFree) made while any stream of the context captures fails
+  // and breaks the capture, whatever the capture's mode or thread. Captures
+  // (GpuGraphSegment) hold it shared, the synchronizing frees exclusively.
+  absl::Mutex& capture_mu() { return capture_mu_; }
 
   // Queues with work in flight or held, polled by the dispatcher.
   void Track(std::shared_ptr<GpuQueueCore> core);
@@ -248,6 +254,7 @@ class GpuDevice : public Device {
   bool pools_ = false;  // GpuDeviceProperties::memory_pools
 
   absl::Mutex reset_mu_;
+  absl::Mutex capture_mu_;
   absl::Mutex mu_;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   // DeviceFailure::sessions_with_kernels of the current failure, gathered

@@ -111,6 +111,7 @@ void GpuDevice::FlushCleanup() {
 
 void GpuDevice::FreeDevice(GpuDeviceptr ptr, bool pooled) {
   if (!pooled) {
+    absl::WriterMutexLock no_capture(&capture_mu_);  // It synchronizes.
     Warn(driver_->MemFree(ptr));
     return;
   }

@@ -10,6 +10,7 @@
 #include "server/backend/gpu/gpu_device.h"
 #include "server/backend/gpu/gpu_module.h"
 #include "server/backend/gpu/gpu_queue.h"
+#include "server/backend/gpu/gpu_sm_partition.h"
 
 namespace gpustream::backend {
 namespace {
@@ -23,19 +24,29 @@ bool Capturable(const GraphCommand& command) {
          std::holds_alternative<GraphFill>(command);
 }
 
-// Makes a command's native call on `q`'s stream, which is capturing.
+bool HasKernel(const Graph& graph, size_t begin, size_t end) {
+  for (size_t i = begin; i < end; ++i) {
+    if (std::holds_alternative<GraphLaunch>(graph.commands()[i])) return true;
+  }
+  return false;
+}
+
+// Makes a command's native call on `stream`, which is capturing.
 struct CaptureCommand {
-  GpuQueueCore& q;
+  GpuDevice& device;
+  GpuStreamHandle stream;
 
   absl::Status operator()(const GraphLaunch& c) const {
     const auto& kernel = static_cast<const GpuKernel&>(*c.kernel);
-    return IssueLaunch(q, kernel, c.config, PackGpuArgs(kernel, c.args));
+    return IssueLaunch(device, stream, kernel, c.config,
+                       PackGpuArgs(kernel, c.args));
   }
   absl::Status operator()(const GraphCopy& c) const {
-    return IssueCopy(q, *c.src, c.src_offset, *c.dst, c.dst_offset, c.size);
+    return IssueCopy(device, stream, *c.src, c.src_offset, *c.dst, c.dst_offset,
+                     c.size);
   }
   absl::Status operator()(const GraphFill& c) const {
-    return IssueFill(q, *c.dst, c.offset, c.size, c.value);
+    return IssueFill(device, stream, *c.dst, c.offset, c.size, c.value);
   }
   template <typename Other>
   absl::Status operator()(const Other&) const {
@@ -45,77 +56,114 @@ struct CaptureCommand {
 
 }  // namespace
 
-GpuGraphSegment::~GpuGraphSegment() {
+GpuGraphExec::~GpuGraphExec() {
+  // The partition goes after the graph whose kernels run in it.
+  device_->Release(
+      epoch_, [device = device_, handle = handle_, partition = partition_] {
+        device->Warn(device->driver().GraphExecDestroy(handle));
+      });
+}
+
+absl::Status GpuGraphExec::Launch(GpuQueueCore& q) {
+  if (q.epoch() != epoch_) {  // Prepare matched them; a reset kills both.
+    return absl::FailedPreconditionError(
+        "an executable graph of an earlier context");
+  }
   absl::MutexLock lock(&mu_);
-  if (exec_ == nullptr) return;
-  device_->Release(epoch_, [device = device_, exec = exec_] {
-    device->Warn(device->driver().GraphExecDestroy(exec));
-  });
+  return q.device().Check(q.device().driver().GraphLaunch(handle_, q.stream()));
 }
 
-bool GpuGraphSegment::has_kernel() const {
-  for (size_t i = begin_; i < end_; ++i) {
-    if (std::holds_alternative<GraphLaunch>(graph_.commands()[i])) return true;
-  }
-  return false;
-}
+GpuGraphSegment::GpuGraphSegment(const Graph& graph, size_t begin, size_t end)
+    : graph_(graph),
+      begin_(begin),
+      end_(end),
+      has_kernel_(HasKernel(graph, begin, end)) {}
 
-absl::Status GpuGraphSegment::Issue(GpuQueueCore& q) {
-  GpuDevice& device = q.device();
+absl::StatusOr<std::shared_ptr<GpuGraphExec>> GpuGraphSegment::Prepare(
+    GpuQueueCore& core) {
   absl::MutexLock lock(&mu_);
-  if (device_ != nullptr && device_ != &device) {
-    return absl::InternalError("a graph launched on another device");
+  if (uncapturable_) return nullptr;
+  if (exec_ != nullptr && exec_->epoch() == core.epoch() &&
+      exec_->partition() == core.partition().get()) {
+    return exec_;
   }
-  // A recovery reset the context that held it, and freed it: its handle
-  // must never reach the driver again (it may name a new object).
-  if (exec_ != nullptr && epoch_ != device.epoch()) exec_ = nullptr;
-  if (exec_ == nullptr) {
-    if (absl::Status s = CaptureLocked(q); !s.ok()) return s;
+  absl::StatusOr<std::shared_ptr<GpuGraphExec>> made = Capture(core);
+  if (made.ok()) {
+    exec_ = *std::move(made);
+    return exec_;
   }
-  return device.Check(device.driver().GraphLaunch(exec_, q.stream()));
+  GpuDevice& device = core.device();
+  if (absl::IsAborted(made.status()) || device.failed() ||
+      core.epoch() != device.epoch()) {
+    return made.status();
+  }
+  // A limit of the driver's, not the client's fault: the commands still
+  // run, one by one.
+  uncapturable_ = true;
+  device.Warn(absl::Status(
+      made.status().code(),
+      absl::StrCat("graph commands ", begin_, " to ", end_ - 1,
+                   " could not be captured (enqueued one by one from now "
+                   "on): ",
+                   made.status().message())));
+  return nullptr;
 }
 
-absl::Status GpuGraphSegment::CaptureLocked(GpuQueueCore& q) {
-  GpuDevice& device = q.device();
+absl::StatusOr<std::shared_ptr<GpuGraphExec>> GpuGraphSegment::Capture(
+    GpuQueueCore& core) {
+  GpuDevice& device = core.device();
   const GpuDriver& driver = device.driver();
-  if (absl::Status s = device.Check(driver.StreamBeginCapture(q.stream()));
-      !s.ok()) {
-    return s;
-  }
+  GpuDevice::Pass pass(device, core.epoch());
+  if (!pass) return device.PassRefused();
+  if (absl::Status s = device.MakeCurrent(); !s.ok()) return s;
+  // A stream of the queue's partition: the graph's kernels run in the
+  // context they were captured in.
+  auto* partition = dynamic_cast<GpuSmPartition*>(core.partition().get());
+  absl::StatusOr<GpuStreamHandle> stream = partition != nullptr
+                                               ? partition->CreateStream(0)
+                                               : driver.StreamCreate(0);
+  if (!stream.ok()) return device.Check(stream.status());
   absl::Status recorded;
-  const std::vector<GraphCommand>& commands = graph_.commands();
-  for (size_t i = begin_; i < end_; ++i) {
-    recorded = std::visit(CaptureCommand{q}, commands[i]);
-    if (!recorded.ok()) {
-      recorded =
-          absl::Status(recorded.code(),
-                       absl::StrCat("capturing graph command ", i, " of ",
-                                    commands.size(), ": ", recorded.message()));
-      break;
+  absl::StatusOr<GpuGraphExecHandle> exec = absl::InternalError("not captured");
+  {
+    absl::ReaderMutexLock no_sync(&device.capture_mu());
+    recorded = device.Check(driver.StreamBeginCapture(*stream));
+    const std::vector<GraphCommand>& commands = graph_.commands();
+    for (size_t i = begin_; i < end_ && recorded.ok(); ++i) {
+      recorded = std::visit(CaptureCommand{device, *stream}, commands[i]);
+      if (!recorded.ok()) {
+        recorded = absl::Status(
+            recorded.code(), absl::StrCat("capturing graph command ", i, ": ",
+                                          recorded.message()));
+      }
     }
+    // Ended whatever happened: the stream must not stay capturing.
+    if (!absl::IsAborted(recorded)) exec = driver.StreamEndCapture(*stream);
   }
-  // Ended whatever happened: the stream must not stay capturing.
-  absl::StatusOr<GpuGraphExecHandle> exec = driver.StreamEndCapture(q.stream());
+  device.Warn(driver.StreamDestroy(*stream));  // Nothing ran on it.
   if (!recorded.ok()) {
     if (exec.ok()) device.Warn(driver.GraphExecDestroy(*exec));
     return recorded;
   }
   if (!exec.ok()) return device.Check(exec.status());
-  device_ = &device;
-  exec_ = *exec;
-  epoch_ = device.epoch();
-  return absl::OkStatus();
+  return std::make_shared<GpuGraphExec>(&device, core.epoch(), core.partition(),
+                                        *exec);
 }
 
 GpuGraphPlan::GpuGraphPlan(const Graph& graph) {
   const std::vector<GraphCommand>& commands = graph.commands();
+  size_t segments = 0;
   size_t i = 0;
   while (i < commands.size()) {
     size_t run = i;
-    while (run < commands.size() && Capturable(commands[run])) ++run;
-    if (run - i >= kMinSegment) {
+    while (run < commands.size() && run - i < GpuGraphSegment::kMaxCommands &&
+           Capturable(commands[run])) {
+      ++run;
+    }
+    if (run - i >= kMinSegment && segments < kMaxSegments) {
       steps_.push_back(
           {i, run, std::make_unique<GpuGraphSegment>(graph, i, run)});
+      ++segments;
       i = run;
       continue;
     }
@@ -138,17 +186,21 @@ absl::Status GpuQueue::LaunchGraph(std::shared_ptr<const Graph> graph,
       graph->Native([&] { return std::make_shared<GpuGraphPlan>(*graph); }));
   absl::Status enqueued;
   for (const GpuGraphPlan::Step& step : plan->steps()) {
-    if (step.segment == nullptr) {
+    absl::StatusOr<std::shared_ptr<GpuGraphExec>> exec = nullptr;
+    if (step.segment != nullptr) exec = step.segment->Prepare(*core_);
+    if (exec.ok() && *exec == nullptr) {  // One by one.
       enqueued = ReplayGraphCommands(*this, *graph, step.begin, step.end);
     } else {
-      GpuQueueCore::Op op;
-      op.issue = [segment = step.segment.get()](GpuQueueCore& q) {
-        return segment->Issue(q);
-      };
-      // The graph, and with it the segment, lives until the launch ran.
-      op.done = [graph](absl::Status) {};
-      op.kernel = step.segment->has_kernel();
-      enqueued = core_->Submit(std::move(op));
+      if (exec.ok()) {
+        GpuQueueCore::Op op;
+        op.issue = [exec = *exec](GpuQueueCore& q) { return exec->Launch(q); };
+        // The graph, and with it what its commands use, lives until it ran.
+        op.done = [graph](absl::Status) {};
+        op.kernel = step.segment->has_kernel();
+        enqueued = core_->Submit(std::move(op));
+      } else {
+        enqueued = exec.status();
+      }
       if (!enqueued.ok()) {
         enqueued = absl::Status(
             enqueued.code(),

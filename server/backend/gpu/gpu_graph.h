@@ -1,8 +1,8 @@
-// A graph as the GPU layer launches it: every run of two or more kernel
-// launches, copies and fills is captured once into an executable graph
-// (GpuDriver::StreamBeginCapture) and launched by one stream operation;
-// the other commands (writes, events, flags, host functions: the daemon
-// tracks each of them) are enqueued one by one, in order between them.
+// A graph as the GPU layer launches it: runs of kernel launches, copies and
+// fills are captured into executable graphs (GpuDriver::StreamBeginCapture)
+// and each is launched by one stream operation; the other commands
+// (writes, events, flags, host functions: the daemon tracks each of them)
+// are enqueued one by one, in order between them.
 #ifndef GPUSTREAM_SERVER_BACKEND_GPU_GPU_GRAPH_H_
 #define GPUSTREAM_SERVER_BACKEND_GPU_GPU_GRAPH_H_
 
@@ -13,7 +13,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "server/backend/device.h"
 #include "server/backend/gpu/gpu_driver.h"
 #include "server/backend/graph.h"
 
@@ -22,51 +24,91 @@ namespace gpustream::backend {
 class GpuDevice;
 class GpuQueueCore;
 
+// An executable graph, made in one context epoch on one SM partition (its
+// kernels run in the partition's green context, so it holds the partition
+// until it is destroyed). Destroyed on the device's cleanup thread, unless
+// its context is gone (a reset freed it). Thread-safe: the driver's graph
+// objects are not, so its launches are serialized.
+class GpuGraphExec {
+ public:
+  GpuGraphExec(GpuDevice* device, uint64_t epoch,
+               std::shared_ptr<SmPartition> partition,
+               GpuGraphExecHandle handle)
+      : device_(device),
+        epoch_(epoch),
+        partition_(std::move(partition)),
+        handle_(handle) {}
+  ~GpuGraphExec();
+  GpuGraphExec(const GpuGraphExec&) = delete;
+  GpuGraphExec& operator=(const GpuGraphExec&) = delete;
+
+  uint64_t epoch() const { return epoch_; }
+  const SmPartition* partition() const { return partition_.get(); }
+  // Launches it on `q`'s stream, from inside an op's issue.
+  absl::Status Launch(GpuQueueCore& q);
+
+ private:
+  GpuDevice* const device_;
+  const uint64_t epoch_;
+  const std::shared_ptr<SmPartition> partition_;
+  const GpuGraphExecHandle handle_;
+  absl::Mutex mu_;  // Held around launches.
+};
+
 // Commands [begin, end) of a graph, all launches, copies or fills, as one
-// executable graph. Captured on the first launch, on the launching queue's
-// stream from inside its op's issue (so nothing else calls on that stream
-// meanwhile), and again after a device recovery reset the context that
-// held it. Thread-safe: launches of one graph never overlap, but they may
-// come from any queue, and the driver's graph objects are not thread-safe,
-// so every use of the executable graph is under mu_. Lock order: the
-// queue core's, then mu_.
+// executable graph. Thread-safe (launches of one graph may come from any
+// queue of its session); captures of one segment are serialized.
 class GpuGraphSegment {
  public:
-  GpuGraphSegment(const Graph& graph, size_t begin, size_t end)
-      : graph_(graph), begin_(begin), end_(end) {}
-  // Destroys the executable graph on the device's cleanup thread, unless
-  // its context is gone.
-  ~GpuGraphSegment();
+  // A longer run is cut: a segment counts as one operation on its stream
+  // (one of the stream's budget, one in-flight command of its tenant), so
+  // its length bounds what one operation hides, and what a cancel cannot
+  // take back once it is on the stream.
+  static constexpr size_t kMaxCommands = 64;
+
+  GpuGraphSegment(const Graph& graph, size_t begin, size_t end);
   GpuGraphSegment(const GpuGraphSegment&) = delete;
   GpuGraphSegment& operator=(const GpuGraphSegment&) = delete;
 
   size_t begin() const { return begin_; }
   size_t end() const { return end_; }
   // Whether it launches a kernel (a suspect when the device faults).
-  bool has_kernel() const;
-  // Launches it on `q`'s stream (inside an Op's issue), capturing it first
-  // if needed. On error nothing of it is on the stream.
-  absl::Status Issue(GpuQueueCore& q);
+  bool has_kernel() const { return has_kernel_; }
+
+  // The executable graph for `core`'s context epoch and SM partition:
+  // captured the first time, after a recovery reset the context, or for
+  // another partition. The capture runs on the calling thread, on a stream
+  // of its own in that partition (no queue's lock is held, and no queue's
+  // stream is touched), shared with captures of other segments and
+  // exclusive with the device's synchronizing frees
+  // (GpuDevice::capture_mu). Null when the commands cannot be captured
+  // (logged once): the caller enqueues them one by one, now and at every
+  // later launch. An error only when the device failed (ABORTED) or its
+  // context is going.
+  absl::StatusOr<std::shared_ptr<GpuGraphExec>> Prepare(GpuQueueCore& core);
 
  private:
-  // Records the commands on `q`'s stream into exec_.
-  absl::Status CaptureLocked(GpuQueueCore& q)
+  absl::StatusOr<std::shared_ptr<GpuGraphExec>> Capture(GpuQueueCore& core)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Graph& graph_;  // Owns the plan that owns this segment.
   const size_t begin_;
   const size_t end_;
+  const bool has_kernel_;
   absl::Mutex mu_;
-  GpuDevice* device_ ABSL_GUARDED_BY(mu_) = nullptr;
-  GpuGraphExecHandle exec_ ABSL_GUARDED_BY(mu_) = nullptr;
-  uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;  // Of the context holding exec_.
+  std::shared_ptr<GpuGraphExec> exec_ ABSL_GUARDED_BY(mu_);
+  bool uncapturable_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // How GpuQueue::LaunchGraph enqueues a graph: its commands in steps, each
-// either an executable graph or a run of commands to enqueue one by one.
-// Made once per graph (Graph::Native); immutable after.
+// either a segment or a run of commands to enqueue one by one. Made once
+// per graph (Graph::Native); immutable after.
 class GpuGraphPlan {
  public:
+  // Executable graphs use device memory of their own: past this many
+  // segments, the rest of a graph goes one by one.
+  static constexpr size_t kMaxSegments = 64;
+
   struct Step {
     size_t begin;
     size_t end;

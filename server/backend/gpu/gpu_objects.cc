@@ -21,7 +21,9 @@ GpuBuffer::~GpuBuffer() {
     device_->FreeDevice(ptr_, pooled_);
   } else {
     // Synchronizes the context (cuda.h): it waits for work already issued,
-    // which never includes a wait that nothing will satisfy (WaitFlag).
+    // which never includes a wait that nothing will satisfy (WaitFlag);
+    // not during a capture (GpuDevice::capture_mu).
+    absl::WriterMutexLock no_capture(&device_->capture_mu());
     device_->Warn(device_->driver().HostFree(host_));
   }
 }

@@ -96,6 +96,7 @@ void GpuStagingPool::Put(Staging staging) {
     }
   }
   device_->Release(staging.epoch, [device = device_, host = staging.host] {
+    absl::WriterMutexLock no_capture(&device->capture_mu());  // Synchronizes.
     device->Warn(device->driver().HostFree(host));
   });
 }
@@ -130,6 +131,7 @@ absl::StatusOr<GpuSlotAllocator::Slot> GpuSlotAllocator::Get() {
     void* slab = *mapped;
     absl::StatusOr<GpuDeviceptr> device_base = driver.HostDevicePointer(slab);
     if (!device_base.ok()) {
+      absl::WriterMutexLock no_capture(&device_->capture_mu());
       driver.HostFree(slab).IgnoreError();
       return device_->Check(device_base.status());
     }

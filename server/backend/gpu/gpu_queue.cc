@@ -60,31 +60,34 @@ class StagingLease {
 
 }  // namespace
 
-absl::Status IssueLaunch(GpuQueueCore& q, const GpuKernel& kernel,
-                         const LaunchConfig& config, const GpuArgBlock& args) {
-  if (absl::Status s = kernel.AllowDynamicShared(q.device().driver(),
+absl::Status IssueLaunch(GpuDevice& device, GpuStreamHandle stream,
+                         const GpuKernel& kernel, const LaunchConfig& config,
+                         const GpuArgBlock& args) {
+  if (absl::Status s = kernel.AllowDynamicShared(device.driver(),
                                                  config.shared_memory_bytes);
       !s.ok()) {
     return s;
   }
   // The driver copies the arguments at the call: `args` may go after it.
-  return q.device().Check(q.device().driver().LaunchKernel(
-      kernel.function(), config, q.stream(),
-      const_cast<void**>(args.pointers.data())));
+  return device.Check(
+      device.driver().LaunchKernel(kernel.function(), config, stream,
+                                   const_cast<void**>(args.pointers.data())));
 }
 
-absl::Status IssueCopy(GpuQueueCore& q, const Buffer& src, uint64_t src_offset,
+absl::Status IssueCopy(GpuDevice& device, GpuStreamHandle stream,
+                       const Buffer& src, uint64_t src_offset,
                        const Buffer& dst, uint64_t dst_offset, uint64_t size) {
-  return q.device().Check(q.device().driver().MemcpyDtoDAsync(
+  return device.Check(device.driver().MemcpyDtoDAsync(
       static_cast<const GpuBuffer&>(dst).ptr() + dst_offset,
-      static_cast<const GpuBuffer&>(src).ptr() + src_offset, size, q.stream()));
+      static_cast<const GpuBuffer&>(src).ptr() + src_offset, size, stream));
 }
 
-absl::Status IssueFill(GpuQueueCore& q, const Buffer& dst, uint64_t offset,
-                       uint64_t size, uint32_t value) {
-  return q.device().Check(q.device().driver().MemsetD32Async(
+absl::Status IssueFill(GpuDevice& device, GpuStreamHandle stream,
+                       const Buffer& dst, uint64_t offset, uint64_t size,
+                       uint32_t value) {
+  return device.Check(device.driver().MemsetD32Async(
       static_cast<const GpuBuffer&>(dst).ptr() + offset, value, size / 4,
-      q.stream()));
+      stream));
 }
 
 GpuArgBlock PackGpuArgs(const GpuKernel& kernel,
@@ -101,7 +104,7 @@ absl::Status GpuQueue::Launch(const Kernel& kernel, const LaunchConfig& config,
   auto block = std::make_shared<GpuArgBlock>(PackGpuArgs(gpu_kernel, args));
   GpuQueueCore::Op op;
   op.issue = [&gpu_kernel, config, block](GpuQueueCore& q) {
-    return IssueLaunch(q, gpu_kernel, config, *block);
+    return IssueLaunch(q.device(), q.stream(), gpu_kernel, config, *block);
   };
   // The buffers stay alive until the kernel has run.
   op.done = [args = std::move(args)](absl::Status) {};
@@ -166,7 +169,8 @@ absl::Status GpuQueue::Copy(std::shared_ptr<Buffer> src, uint64_t src_offset,
                             uint64_t size) {
   GpuQueueCore::Op op;
   op.issue = [src, src_offset, dst, dst_offset, size](GpuQueueCore& q) {
-    return IssueCopy(q, *src, src_offset, *dst, dst_offset, size);
+    return IssueCopy(q.device(), q.stream(), *src, src_offset, *dst, dst_offset,
+                     size);
   };
   op.done = [src, dst](absl::Status) {};
   return core_->Submit(std::move(op));
@@ -176,7 +180,7 @@ absl::Status GpuQueue::Fill(std::shared_ptr<Buffer> dst, uint64_t offset,
                             uint64_t size, uint32_t value) {
   GpuQueueCore::Op op;
   op.issue = [dst, offset, size, value](GpuQueueCore& q) {
-    return IssueFill(q, *dst, offset, size, value);
+    return IssueFill(q.device(), q.stream(), *dst, offset, size, value);
   };
   op.done = [dst](absl::Status) {};
   return core_->Submit(std::move(op));

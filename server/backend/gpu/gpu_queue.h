@@ -115,6 +115,9 @@ class GpuQueueCore : public std::enable_shared_from_this<GpuQueueCore>,
   GpuDevice& device() { return *device_; }
   // The SMs the stream's work runs on: its partition's, or the device's.
   uint32_t sm_count() const;
+  // Its SM partition (null: none) and the context epoch of its stream.
+  const std::shared_ptr<SmPartition>& partition() const { return partition_; }
+  uint64_t epoch() const { return epoch_; }
   // Only from inside an Op's `issue` (mu_ held): part of the op is on the
   // stream already and the rest failed with `status`. The op counts as
   // issued (the part on the stream runs) and the queue becomes sticky.
@@ -249,15 +252,18 @@ class GpuQueueCore : public std::enable_shared_from_this<GpuQueueCore>,
   bool waiting_admission_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-// The native calls behind a launch, a copy and a fill, on `q`'s stream,
-// from inside an Op's issue (the core's mutex held): GpuQueue's ops make
-// them, and graph capture records them (gpu_graph.cc).
-absl::Status IssueLaunch(GpuQueueCore& q, const GpuKernel& kernel,
-                         const LaunchConfig& config, const GpuArgBlock& args);
-absl::Status IssueCopy(GpuQueueCore& q, const Buffer& src, uint64_t src_offset,
+// The native calls behind a launch, a copy and a fill, on `stream` of
+// `device` (its context current): GpuQueue's ops make them from inside
+// their issue, and graph capture records them (gpu_graph.cc).
+absl::Status IssueLaunch(GpuDevice& device, GpuStreamHandle stream,
+                         const GpuKernel& kernel, const LaunchConfig& config,
+                         const GpuArgBlock& args);
+absl::Status IssueCopy(GpuDevice& device, GpuStreamHandle stream,
+                       const Buffer& src, uint64_t src_offset,
                        const Buffer& dst, uint64_t dst_offset, uint64_t size);
-absl::Status IssueFill(GpuQueueCore& q, const Buffer& dst, uint64_t offset,
-                       uint64_t size, uint32_t value);
+absl::Status IssueFill(GpuDevice& device, GpuStreamHandle stream,
+                       const Buffer& dst, uint64_t offset, uint64_t size,
+                       uint32_t value);
 // A launch's arguments as the kernel takes them, buffers as device
 // addresses.
 GpuArgBlock PackGpuArgs(const GpuKernel& kernel,

@@ -39,8 +39,8 @@ TEST_F(HipGraphFakeTest, RunsOfCommandsLaunchAsExecutableGraphs) {
   CheckRunsLaunchAsExecutableGraphs(*device_, FakeHipRuntimePath());
 }
 
-TEST_F(HipGraphFakeTest, CaptureLeavesOtherThreadsFreeing) {
-  CheckCaptureLeavesOtherThreadsFreeing(*device_);
+TEST_F(HipGraphFakeTest, CapturesBesideFreesAllSucceed) {
+  CheckCapturesBesideFrees(*device_, FakeHipRuntimePath());
 }
 
 }  // namespace
