@@ -1,8 +1,9 @@
-// Graphs on GPU queues: runs of launches, copies and fills captured into
-// executable graphs, and GpuQueue::LaunchGraph.
+// Graphs on GPU queues: runs of launches, copies, fills and writes
+// captured into executable graphs, and GpuQueue::LaunchGraph.
 #include "server/backend/gpu/gpu_graph.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 #include <variant>
 
@@ -19,9 +20,24 @@ namespace {
 constexpr size_t kMinSegment = 2;
 
 bool Capturable(const GraphCommand& command) {
+  if (const auto* write = std::get_if<GraphWrite>(&command)) {
+    return !write->data.empty();
+  }
   return std::holds_alternative<GraphLaunch>(command) ||
          std::holds_alternative<GraphCopy>(command) ||
          std::holds_alternative<GraphFill>(command);
+}
+
+// Frees pinned blocks on the cleanup thread (a free synchronizes the
+// context: not during a capture, and not on a caller's thread).
+void FreeWrites(GpuDevice* device, uint64_t epoch, GpuGraphWrites writes) {
+  if (writes.blocks.empty()) return;
+  device->Release(epoch, [device, writes = std::move(writes)] {
+    absl::WriterMutexLock no_capture(&device->capture_mu());
+    for (void* block : writes.blocks) {
+      if (block != nullptr) device->Warn(device->driver().HostFree(block));
+    }
+  });
 }
 
 bool HasKernel(const Graph& graph, size_t begin, size_t end) {
@@ -31,10 +47,12 @@ bool HasKernel(const Graph& graph, size_t begin, size_t end) {
   return false;
 }
 
-// Makes a command's native call on `stream`, which is capturing.
+// Makes a command's native call on `stream`, which is capturing. A
+// write copies from `host`, its pinned copy.
 struct CaptureCommand {
   GpuDevice& device;
   GpuStreamHandle stream;
+  const void* host;
 
   absl::Status operator()(const GraphLaunch& c) const {
     const auto& kernel = static_cast<const GpuKernel&>(*c.kernel);
@@ -48,6 +66,9 @@ struct CaptureCommand {
   absl::Status operator()(const GraphFill& c) const {
     return IssueFill(device, stream, *c.dst, c.offset, c.size, c.value);
   }
+  absl::Status operator()(const GraphWrite& c) const {
+    return IssueWrite(device, stream, *c.dst, c.offset, host, c.data.size());
+  }
   template <typename Other>
   absl::Status operator()(const Other&) const {
     return absl::InternalError("a command that a capture cannot record");
@@ -57,11 +78,13 @@ struct CaptureCommand {
 }  // namespace
 
 GpuGraphExec::~GpuGraphExec() {
-  // The partition goes after the graph whose kernels run in it.
+  // The partition goes after the graph whose kernels run in it, the
+  // writes' bytes after the graph that copies them.
   device_->Release(
       epoch_, [device = device_, handle = handle_, partition = partition_] {
         device->Warn(device->driver().GraphExecDestroy(handle));
       });
+  FreeWrites(device_, epoch_, std::move(writes_));
 }
 
 absl::Status GpuGraphExec::Launch(GpuQueueCore& q) {
@@ -123,14 +146,32 @@ absl::StatusOr<std::shared_ptr<GpuGraphExec>> GpuGraphSegment::Capture(
                                                ? partition->CreateStream(0)
                                                : driver.StreamCreate(0);
   if (!stream.ok()) return device.Check(stream.status());
+  // The writes' bytes, pinned before the capture (an allocation is a call
+  // a capture forbids its own thread).
+  const std::vector<GraphCommand>& commands = graph_.commands();
+  GpuGraphWrites writes;
+  writes.blocks.assign(end_ - begin_, nullptr);
   absl::Status recorded;
+  for (size_t i = begin_; i < end_ && recorded.ok(); ++i) {
+    const auto* write = std::get_if<GraphWrite>(&commands[i]);
+    if (write == nullptr) continue;
+    absl::StatusOr<void*> block =
+        driver.HostAlloc(write->data.size(), /*mapped=*/false);
+    if (!block.ok()) {
+      recorded = device.Check(block.status());
+    } else {
+      writes.blocks[i - begin_] = *block;
+      std::memcpy(*block, write->data.data(), write->data.size());
+    }
+  }
   absl::StatusOr<GpuGraphExecHandle> exec = absl::InternalError("not captured");
-  {
+  if (recorded.ok()) {
     absl::ReaderMutexLock no_sync(&device.capture_mu());
     recorded = device.Check(driver.StreamBeginCapture(*stream));
-    const std::vector<GraphCommand>& commands = graph_.commands();
     for (size_t i = begin_; i < end_ && recorded.ok(); ++i) {
-      recorded = std::visit(CaptureCommand{device, *stream}, commands[i]);
+      recorded =
+          std::visit(CaptureCommand{device, *stream, writes.blocks[i - begin_]},
+                     commands[i]);
       if (!recorded.ok()) {
         recorded = absl::Status(
             recorded.code(), absl::StrCat("capturing graph command ", i, ": ",
@@ -141,13 +182,14 @@ absl::StatusOr<std::shared_ptr<GpuGraphExec>> GpuGraphSegment::Capture(
     if (!absl::IsAborted(recorded)) exec = driver.StreamEndCapture(*stream);
   }
   device.Warn(driver.StreamDestroy(*stream));  // Nothing ran on it.
+  if (recorded.ok() && !exec.ok()) recorded = device.Check(exec.status());
   if (!recorded.ok()) {
     if (exec.ok()) device.Warn(driver.GraphExecDestroy(*exec));
+    FreeWrites(&device, core.epoch(), std::move(writes));
     return recorded;
   }
-  if (!exec.ok()) return device.Check(exec.status());
   return std::make_shared<GpuGraphExec>(&device, core.epoch(), core.partition(),
-                                        *exec);
+                                        *exec, std::move(writes));
 }
 
 GpuGraphPlan::GpuGraphPlan(const Graph& graph) {

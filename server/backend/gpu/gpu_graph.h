@@ -1,8 +1,8 @@
-// A graph as the GPU layer launches it: runs of kernel launches, copies and
-// fills are captured into executable graphs (GpuDriver::StreamBeginCapture)
-// and each is launched by one stream operation; the other commands
-// (writes, events, flags, host functions: the daemon tracks each of them)
-// are enqueued one by one, in order between them.
+// A graph as the GPU layer launches it: runs of kernel launches, copies,
+// fills and writes are captured into executable graphs
+// (GpuDriver::StreamBeginCapture) and each is launched by one stream
+// operation; the other commands (events, flags, host functions: the daemon
+// tracks each of them) are enqueued one by one, in order between them.
 #ifndef GPUSTREAM_SERVER_BACKEND_GPU_GPU_GRAPH_H_
 #define GPUSTREAM_SERVER_BACKEND_GPU_GPU_GRAPH_H_
 
@@ -24,20 +24,28 @@ namespace gpustream::backend {
 class GpuDevice;
 class GpuQueueCore;
 
+// Pinned host copies of a segment's writes, which its copy nodes read at
+// every launch: owned by the executable graph, freed with it.
+struct GpuGraphWrites {
+  std::vector<void*> blocks;
+};
+
 // An executable graph, made in one context epoch on one SM partition (its
 // kernels run in the partition's green context, so it holds the partition
-// until it is destroyed). Destroyed on the device's cleanup thread, unless
-// its context is gone (a reset freed it). Thread-safe: the driver's graph
-// objects are not, so its launches are serialized.
+// until it is destroyed), with the pinned bytes its writes copy from.
+// Destroyed on the device's cleanup thread, unless its context is gone (a
+// reset freed it all). Thread-safe: the driver's graph objects are not, so
+// its launches are serialized.
 class GpuGraphExec {
  public:
   GpuGraphExec(GpuDevice* device, uint64_t epoch,
                std::shared_ptr<SmPartition> partition,
-               GpuGraphExecHandle handle)
+               GpuGraphExecHandle handle, GpuGraphWrites writes)
       : device_(device),
         epoch_(epoch),
         partition_(std::move(partition)),
-        handle_(handle) {}
+        handle_(handle),
+        writes_(std::move(writes)) {}
   ~GpuGraphExec();
   GpuGraphExec(const GpuGraphExec&) = delete;
   GpuGraphExec& operator=(const GpuGraphExec&) = delete;
@@ -52,11 +60,12 @@ class GpuGraphExec {
   const uint64_t epoch_;
   const std::shared_ptr<SmPartition> partition_;
   const GpuGraphExecHandle handle_;
+  GpuGraphWrites writes_;
   absl::Mutex mu_;  // Held around launches.
 };
 
-// Commands [begin, end) of a graph, all launches, copies or fills, as one
-// executable graph. Thread-safe (launches of one graph may come from any
+// Commands [begin, end) of a graph, all launches, copies, fills or writes,
+// as one executable graph. Thread-safe (launches of one graph may come from any
 // queue of its session); captures of one segment are serialized.
 class GpuGraphSegment {
  public:

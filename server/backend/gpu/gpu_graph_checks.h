@@ -38,10 +38,10 @@ inline uint64_t FakeGraphLaunches(const std::string& fake_path) {
   return count != nullptr ? count() : 0;
 }
 
-// A fill and 50 add_u64 launches (one executable graph), an event record
-// (one by one), a copy and a launch (a second graph): launched twice on
-// one queue and once on another, six graph launches in all, with the
-// values each launch must leave.
+// A write and 50 add_u64 launches (one executable graph), an event record
+// (one by one), a copy, a write and a launch (a second graph, only if a
+// write can be in one): launched twice on one queue and once on another,
+// six graph launches in all, with the values each launch must leave.
 inline void CheckRunsLaunchAsExecutableGraphs(GpuDevice& device,
                                               const std::string& fake_path) {
   std::vector<std::unique_ptr<Module>> modules = device.BuiltinModules();
@@ -51,14 +51,18 @@ inline void CheckRunsLaunchAsExecutableGraphs(GpuDevice& device,
   auto counter = *device.Allocate(8, MemoryKind::kDevice);
   auto copy = *device.Allocate(8, MemoryKind::kDevice);
   auto event = *device.CreateEvent(/*enable_timing=*/false);
+  auto u64 = [](uint64_t v) {
+    return std::string(reinterpret_cast<const char*>(&v), sizeof(v));
+  };
   std::vector<GraphCommand> commands;
-  commands.push_back(GraphFill{counter, 0, 8, 0});
+  commands.push_back(GraphWrite{counter, 0, u64(1000)});
   for (int i = 0; i < 50; ++i) {
     commands.push_back(
         GraphLaunch{*add, {{1}, {1}}, {BufferArg{counter}, uint64_t{1}}});
   }
   commands.push_back(GraphRecordEvent{event});
   commands.push_back(GraphCopy{counter, 0, copy, 0, 8});
+  commands.push_back(GraphWrite{counter, 0, u64(7)});
   commands.push_back(
       GraphLaunch{*add, {{1}, {1}}, {BufferArg{copy}, uint64_t{100}}});
   auto graph = std::make_shared<const Graph>(std::move(commands));
@@ -68,12 +72,12 @@ inline void CheckRunsLaunchAsExecutableGraphs(GpuDevice& device,
   const uint64_t before = FakeGraphLaunches(fake_path);
   ASSERT_TRUE(q->LaunchGraph(graph, nullptr).ok());
   ASSERT_TRUE(q->LaunchGraph(graph, nullptr).ok());
-  EXPECT_EQ(ReadU64(*q, counter).value_or(0), 50u);
-  EXPECT_EQ(ReadU64(*q, copy).value_or(0), 150u);
+  EXPECT_EQ(ReadU64(*q, counter).value_or(0), 7u);
+  EXPECT_EQ(ReadU64(*q, copy).value_or(0), 1150u);
   // The same executable graphs from another queue, after the first's.
   ASSERT_TRUE(other->WaitQueue(*q).ok());
   ASSERT_TRUE(other->LaunchGraph(graph, nullptr).ok());
-  EXPECT_EQ(ReadU64(*other, copy).value_or(0), 150u);
+  EXPECT_EQ(ReadU64(*other, copy).value_or(0), 1150u);
   EXPECT_EQ(FakeGraphLaunches(fake_path) - before, 6u);
 }
 

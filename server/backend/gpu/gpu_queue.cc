@@ -90,6 +90,13 @@ absl::Status IssueFill(GpuDevice& device, GpuStreamHandle stream,
       stream));
 }
 
+absl::Status IssueWrite(GpuDevice& device, GpuStreamHandle stream,
+                        const Buffer& dst, uint64_t offset, const void* host,
+                        uint64_t size) {
+  return device.Check(device.driver().MemcpyHtoDAsync(
+      static_cast<const GpuBuffer&>(dst).ptr() + offset, host, size, stream));
+}
+
 GpuArgBlock PackGpuArgs(const GpuKernel& kernel,
                         const std::vector<KernelArg>& args) {
   return PackArgs(kernel.signature(), args, [](const BufferArg& b) {
@@ -134,8 +141,7 @@ absl::Status GpuQueue::Write(std::shared_ptr<Buffer> dst, uint64_t offset,
   GpuQueueCore::Op op;
   op.issue = [dst, offset, host = lease.host(),
               size = data.size()](GpuQueueCore& q) {
-    return q.device().Check(q.device().driver().MemcpyHtoDAsync(
-        Ptr(dst, offset), host, size, q.stream()));
+    return IssueWrite(q.device(), q.stream(), *dst, offset, host, size);
   };
   op.done = [dst, lease = std::move(lease)](absl::Status) {};
   return core_->Submit(std::move(op));

@@ -264,6 +264,10 @@ absl::Status IssueCopy(GpuDevice& device, GpuStreamHandle stream,
 absl::Status IssueFill(GpuDevice& device, GpuStreamHandle stream,
                        const Buffer& dst, uint64_t offset, uint64_t size,
                        uint32_t value);
+// From `host`, pinned memory that lives until the copy ran.
+absl::Status IssueWrite(GpuDevice& device, GpuStreamHandle stream,
+                        const Buffer& dst, uint64_t offset, const void* host,
+                        uint64_t size);
 // A launch's arguments as the kernel takes them, buffers as device
 // addresses.
 GpuArgBlock PackGpuArgs(const GpuKernel& kernel,
