@@ -9,15 +9,10 @@
 #include "server/backend/gpu/gpu_graph_checks.h"
 #include "server/backend/hip/hip_backend.h"
 #include "server/backend/hip/hip_driver.h"
+#include "server/backend/hip/hip_fake_testing.h"
 
 namespace gpustream::backend {
 namespace {
-
-std::string FakeHipRuntimePath() {
-  const char* root = std::getenv("TEST_SRCDIR");
-  return std::string(root != nullptr ? root : ".") +
-         "/gpustream/tests/fake_hip/libfakehip.so";
-}
 
 class HipGraphFakeTest : public ::testing::Test {
  protected:

@@ -16,16 +16,11 @@
 #include "server/backend/gpu/gpu_module.h"
 #include "server/backend/hip/hip_backend.h"
 #include "server/backend/hip/hip_driver.h"
+#include "server/backend/hip/hip_fake_testing.h"
 #include "server/modules/module_manifest.h"
 
 namespace gpustream::backend {
 namespace {
-
-std::string FakeHipRuntimePath() {
-  const char* root = std::getenv("TEST_SRCDIR");
-  return std::string(root != nullptr ? root : ".") +
-         "/gpustream/tests/fake_hip/libfakehip.so";
-}
 
 class HipModuleFakeTest : public ::testing::Test {
  protected:
