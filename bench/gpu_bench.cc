@@ -229,7 +229,7 @@ absl::StatusOr<double> Native::GraphNoopLaunchRate(int n, int per_graph) {
       RepeatUntil(std::max(1, n / per_graph), start + kFigureBudget, launch);
   if (!launched.ok()) return launched.status();
   if (absl::Status s = d_->StreamSynchronize(stream_); !s.ok()) return s;
-  return double{*launched} * per_graph /
+  return static_cast<double>(*launched) * per_graph /
          absl::ToDoubleSeconds(absl::Now() - start);
 }
 

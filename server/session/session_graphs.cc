@@ -80,7 +80,7 @@ absl::Status Session::LaunchGraph(const v1::LaunchGraphRequest& req,
   if (!graph.ok()) return graph.status();
   // Room in flight for every command (a GPU queue runs most as one each,
   // and up to 64 as one executable graph) and in staging for the graph's
-  // writes (a GPU queue stages them again).
+  // writes (a GPU queue stages again those it does not capture).
   bool capturing = false;
   auto queue = FindLiveQueue(req.queue_id(), (*graph)->owned_bytes(),
                              &capturing, (*graph)->size());

@@ -170,10 +170,13 @@ TEST_F(FakeCudaGraphsTest, TheCaptureModeDecidesWhoseUnsafeCallsFail) {
 
 // A free synchronizes the context, and a capturing stream cannot be
 // synchronized: whatever the capture's mode, a free on any thread (the
-// daemon's cleanup thread) fails and breaks the capture.
+// daemon's cleanup thread) fails and breaks the capture; so do a context
+// synchronize and a module unload.
 TEST_F(FakeCudaGraphsTest, AFreeDuringACaptureInItsContextBreaksBoth) {
   CUstream s = NewStream();
   CUdeviceptr target = Alloc(64), doomed = Alloc(64);
+  CUmodule module = nullptr;
+  ASSERT_CU(CUDA_SUCCESS, cu.ModuleLoadData(&module, "noop"));
   for (CUstreamCaptureMode mode :
        {CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, CU_STREAM_CAPTURE_MODE_RELAXED}) {
     ASSERT_CU(CUDA_SUCCESS, cu.StreamBeginCapture(s, mode));
@@ -182,12 +185,15 @@ TEST_F(FakeCudaGraphsTest, AFreeDuringACaptureInItsContextBreaksBoth) {
               OnOtherThread([&] { return cu.MemFree(doomed); }));
     EXPECT_CU(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
               OnOtherThread([&] { return cu.CtxSynchronize(nullptr); }));
+    EXPECT_CU(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+              OnOtherThread([&] { return cu.ModuleUnload(module); }));
     CUgraph graph = nullptr;
     EXPECT_CU(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
               cu.StreamEndCapture(s, &graph));
   }
   EXPECT_CU(CUDA_SUCCESS, cu.MemFree(doomed));
   EXPECT_CU(CUDA_SUCCESS, cu.MemFree(target));
+  EXPECT_CU(CUDA_SUCCESS, cu.ModuleUnload(module));
 }
 
 // Unless RELAXED, the thread that began a capture must end it; a wrong

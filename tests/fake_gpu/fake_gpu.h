@@ -242,14 +242,14 @@ Result LaunchHostFunc(StreamHandle stream, HostFn fn, void* data);
 // (MemAlloc, MemFree, MemHostAlloc, MemFreeHost, CtxSynchronize) from a
 // thread the capture's mode prohibits (kCaptureModeGlobal: every thread;
 // kCaptureModeThreadLocal: the capturing one; kCaptureModeRelaxed: none).
-// A call that synchronizes the context (CtxSynchronize, and MemFree and
-// MemFreeHost unless FAKEGPU_SYNC_FREE=0) fails the same way while any
-// stream of the context captures, from any thread in any mode: a
-// capturing stream cannot be synchronized.
-// An executable graph runs its recorded work in order as one operation of
-// the stream it is launched on, after the previous launch of the same
-// executable, wherever that was. Graph objects are not thread-safe, as
-// the vendors document: two threads calling on one at once is Misuse.
+// A call that synchronizes the context (CtxSynchronize, ModuleUnload, and
+// MemFree and MemFreeHost unless FAKEGPU_SYNC_FREE=0) fails the same way while
+// any stream of the context captures, from any thread in any mode: a capturing
+// stream cannot be synchronized. An executable graph runs its recorded work in
+// order as one operation of the stream it is launched on, after the previous
+// launch of the same executable, wherever that was. Graph objects are not
+// thread-safe, as the vendors document: two threads calling on one at once is
+// Misuse.
 inline constexpr int kCaptureModeGlobal = 0;
 inline constexpr int kCaptureModeThreadLocal = 1;
 inline constexpr int kCaptureModeRelaxed = 2;

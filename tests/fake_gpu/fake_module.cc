@@ -17,6 +17,7 @@
 
 #include "tests/fake_gpu/fake_context.h"
 #include "tests/fake_gpu/fake_gpu.h"
+#include "tests/fake_gpu/fake_graph.h"
 #include "tests/fake_gpu/fake_kernels.h"
 #include "tests/fake_gpu/fake_registry.h"
 #include "tests/fake_gpu/fake_stream.h"
@@ -200,6 +201,9 @@ Result ModuleUnload(ModuleHandle handle) {
   if (Result r = CurrentContext(Sticky::kIgnore, &ctx); r != Result::kSuccess) {
     return r;
   }
+  // Unloading waits for the context's work that may use the module: like a
+  // synchronize, it fails while the context captures (and breaks that).
+  if (Result r = CheckNoCaptureIn(*ctx); r != Result::kSuccess) return r;
   std::shared_ptr<Module> module = Modules().Remove(HandleValue(handle));
   if (module == nullptr) return Result::kInvalidHandle;
   std::lock_guard<std::mutex> lock(module->mu);

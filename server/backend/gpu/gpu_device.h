@@ -181,6 +181,14 @@ class GpuDevice : public Device {
   // and breaks the capture, whatever the capture's mode or thread. Captures
   // (GpuGraphSegment) hold it shared, the synchronizing frees exclusively.
   absl::Mutex& capture_mu() { return capture_mu_; }
+  // Graph captures the driver refused (GpuGraphSegment::Prepare), for
+  // tests and logs: each is a run of commands enqueued one by one.
+  void CountCaptureFailure() {
+    capture_failures_.fetch_add(1, std::memory_order_relaxed);
+  }
+  uint64_t capture_failures() const {
+    return capture_failures_.load(std::memory_order_relaxed);
+  }
 
   // Queues with work in flight or held, polled by the dispatcher.
   void Track(std::shared_ptr<GpuQueueCore> core);
@@ -255,6 +263,7 @@ class GpuDevice : public Device {
 
   absl::Mutex reset_mu_;
   absl::Mutex capture_mu_;
+  std::atomic<uint64_t> capture_failures_{0};
   absl::Mutex mu_;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   // DeviceFailure::sessions_with_kernels of the current failure, gathered

@@ -37,6 +37,7 @@ absl::StatusOr<std::shared_ptr<Buffer>> GpuDevice::Allocate(uint64_t size,
       if (s.ok()) {
         ptr = *device_ptr;
       } else {
+        absl::WriterMutexLock no_capture(&capture_mu_);  // It synchronizes.
         driver_->HostFree(host).IgnoreError();
       }
     }

@@ -7,6 +7,7 @@
 #include <utility>
 #include <variant>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "server/backend/gpu/gpu_device.h"
 #include "server/backend/gpu/gpu_module.h"
@@ -21,22 +22,26 @@ constexpr size_t kMinSegment = 2;
 
 bool Capturable(const GraphCommand& command) {
   if (const auto* write = std::get_if<GraphWrite>(&command)) {
-    return !write->data.empty();
+    return !write->data.empty() &&
+           write->data.size() <= GpuGraphSegment::kMaxWriteBytes;
   }
   return std::holds_alternative<GraphLaunch>(command) ||
          std::holds_alternative<GraphCopy>(command) ||
          std::holds_alternative<GraphFill>(command);
 }
 
-// Frees pinned blocks on the cleanup thread (a free synchronizes the
+uint64_t WriteBytes(const GraphCommand& command) {
+  const auto* write = std::get_if<GraphWrite>(&command);
+  return write != nullptr ? write->data.size() : 0;
+}
+
+// Frees the writes' block on the cleanup thread (a free synchronizes the
 // context: not during a capture, and not on a caller's thread).
 void FreeWrites(GpuDevice* device, uint64_t epoch, GpuGraphWrites writes) {
-  if (writes.blocks.empty()) return;
-  device->Release(epoch, [device, writes = std::move(writes)] {
+  if (writes.block == nullptr) return;
+  device->Release(epoch, [device, block = writes.block] {
     absl::WriterMutexLock no_capture(&device->capture_mu());
-    for (void* block : writes.blocks) {
-      if (block != nullptr) device->Warn(device->driver().HostFree(block));
-    }
+    device->Warn(device->driver().HostFree(block));
   });
 }
 
@@ -104,31 +109,37 @@ GpuGraphSegment::GpuGraphSegment(const Graph& graph, size_t begin, size_t end)
 
 absl::StatusOr<std::shared_ptr<GpuGraphExec>> GpuGraphSegment::Prepare(
     GpuQueueCore& core) {
+  GpuDevice& device = core.device();
   absl::MutexLock lock(&mu_);
-  if (uncapturable_) return nullptr;
   if (exec_ != nullptr && exec_->epoch() == core.epoch() &&
       exec_->partition() == core.partition().get()) {
     return exec_;
   }
+  if (failed_epoch_ != core.epoch()) skip_ = 0;  // A new context: try now.
+  if (skip_ > 0) {
+    --skip_;
+    return nullptr;
+  }
   absl::StatusOr<std::shared_ptr<GpuGraphExec>> made = Capture(core);
   if (made.ok()) {
+    if (*made == nullptr) return nullptr;  // A synchronizing call ran.
     exec_ = *std::move(made);
+    backoff_ = 1;
     return exec_;
   }
-  GpuDevice& device = core.device();
-  if (absl::IsAborted(made.status()) || device.failed() ||
-      core.epoch() != device.epoch()) {
-    return made.status();
-  }
-  // A limit of the driver's, not the client's fault: the commands still
-  // run, one by one.
-  uncapturable_ = true;
+  if (device.failed()) return device.failure();
+  if (core.epoch() != device.epoch()) return device.PassRefused();
+  // The driver's refusal, not the client's fault: the commands still run,
+  // one by one, and the capture is tried again later.
+  device.CountCaptureFailure();
+  failed_epoch_ = core.epoch();
+  skip_ = backoff_;
+  backoff_ = std::min<uint32_t>(backoff_ * 2, 1024);
   device.Warn(absl::Status(
       made.status().code(),
       absl::StrCat("graph commands ", begin_, " to ", end_ - 1,
-                   " could not be captured (enqueued one by one from now "
-                   "on): ",
-                   made.status().message())));
+                   " could not be captured (enqueued one by one for the next ",
+                   skip_ + 1, " launches): ", made.status().message())));
   return nullptr;
 }
 
@@ -136,60 +147,67 @@ absl::StatusOr<std::shared_ptr<GpuGraphExec>> GpuGraphSegment::Capture(
     GpuQueueCore& core) {
   GpuDevice& device = core.device();
   const GpuDriver& driver = device.driver();
+  // Never waits for a synchronizing call (one drains the whole context,
+  // other tenants' work included): this launch goes one by one instead.
+  if (!device.capture_mu().ReaderTryLock()) return nullptr;
+  absl::Cleanup unlock = [&device] { device.capture_mu().ReaderUnlock(); };
   GpuDevice::Pass pass(device, core.epoch());
   if (!pass) return device.PassRefused();
   if (absl::Status s = device.MakeCurrent(); !s.ok()) return s;
+  // The writes' bytes, pinned before the capture (an allocation is a call
+  // a capture forbids its own thread), in one block.
+  const std::vector<GraphCommand>& commands = graph_.commands();
+  uint64_t write_bytes = 0;
+  for (size_t i = begin_; i < end_; ++i) write_bytes += WriteBytes(commands[i]);
+  GpuGraphWrites writes;
+  if (write_bytes > 0) {
+    absl::StatusOr<void*> block =
+        driver.HostAlloc(write_bytes, /*mapped=*/false);
+    if (!block.ok()) return device.Check(block.status());
+    writes.block = *block;
+  }
   // A stream of the queue's partition: the graph's kernels run in the
   // context they were captured in.
   auto* partition = dynamic_cast<GpuSmPartition*>(core.partition().get());
   absl::StatusOr<GpuStreamHandle> stream = partition != nullptr
                                                ? partition->CreateStream(0)
                                                : driver.StreamCreate(0);
-  if (!stream.ok()) return device.Check(stream.status());
-  // The writes' bytes, pinned before the capture (an allocation is a call
-  // a capture forbids its own thread).
-  const std::vector<GraphCommand>& commands = graph_.commands();
-  GpuGraphWrites writes;
-  writes.blocks.assign(end_ - begin_, nullptr);
-  absl::Status recorded;
-  for (size_t i = begin_; i < end_ && recorded.ok(); ++i) {
-    const auto* write = std::get_if<GraphWrite>(&commands[i]);
-    if (write == nullptr) continue;
-    absl::StatusOr<void*> block =
-        driver.HostAlloc(write->data.size(), /*mapped=*/false);
-    if (!block.ok()) {
-      recorded = device.Check(block.status());
-    } else {
-      writes.blocks[i - begin_] = *block;
-      std::memcpy(*block, write->data.data(), write->data.size());
-    }
+  if (!stream.ok()) {
+    FreeWrites(&device, core.epoch(), writes);
+    return device.Check(stream.status());
   }
+  absl::Status recorded = device.Check(driver.StreamBeginCapture(*stream));
   absl::StatusOr<GpuGraphExecHandle> exec = absl::InternalError("not captured");
   if (recorded.ok()) {
-    absl::ReaderMutexLock no_sync(&device.capture_mu());
-    recorded = device.Check(driver.StreamBeginCapture(*stream));
+    uint64_t at = 0;  // In the writes' block.
     for (size_t i = begin_; i < end_ && recorded.ok(); ++i) {
-      recorded =
-          std::visit(CaptureCommand{device, *stream, writes.blocks[i - begin_]},
-                     commands[i]);
+      const uint64_t bytes = WriteBytes(commands[i]);
+      char* host = nullptr;
+      if (bytes > 0) {
+        host = static_cast<char*>(writes.block) + at;
+        std::memcpy(host, std::get<GraphWrite>(commands[i]).data.data(), bytes);
+        at += bytes;
+      }
+      recorded = std::visit(CaptureCommand{device, *stream, host}, commands[i]);
       if (!recorded.ok()) {
         recorded = absl::Status(
             recorded.code(), absl::StrCat("capturing graph command ", i, ": ",
                                           recorded.message()));
       }
     }
-    // Ended whatever happened: the stream must not stay capturing.
-    if (!absl::IsAborted(recorded)) exec = driver.StreamEndCapture(*stream);
+    // Ended whatever happened: a capture left open would restrain this
+    // (pooled) thread's later calls.
+    exec = driver.StreamEndCapture(*stream);
   }
   device.Warn(driver.StreamDestroy(*stream));  // Nothing ran on it.
   if (recorded.ok() && !exec.ok()) recorded = device.Check(exec.status());
   if (!recorded.ok()) {
     if (exec.ok()) device.Warn(driver.GraphExecDestroy(*exec));
-    FreeWrites(&device, core.epoch(), std::move(writes));
+    FreeWrites(&device, core.epoch(), writes);
     return recorded;
   }
   return std::make_shared<GpuGraphExec>(&device, core.epoch(), core.partition(),
-                                        *exec, std::move(writes));
+                                        *exec, writes);
 }
 
 GpuGraphPlan::GpuGraphPlan(const Graph& graph) {
@@ -198,8 +216,12 @@ GpuGraphPlan::GpuGraphPlan(const Graph& graph) {
   size_t i = 0;
   while (i < commands.size()) {
     size_t run = i;
+    uint64_t write_bytes = 0;
     while (run < commands.size() && run - i < GpuGraphSegment::kMaxCommands &&
-           Capturable(commands[run])) {
+           Capturable(commands[run]) &&
+           write_bytes + WriteBytes(commands[run]) <=
+               GpuGraphSegment::kMaxWriteBytesPerSegment) {
+      write_bytes += WriteBytes(commands[run]);
       ++run;
     }
     if (run - i >= kMinSegment && segments < kMaxSegments) {
@@ -236,8 +258,9 @@ absl::Status GpuQueue::LaunchGraph(std::shared_ptr<const Graph> graph,
       if (exec.ok()) {
         GpuQueueCore::Op op;
         op.issue = [exec = *exec](GpuQueueCore& q) { return exec->Launch(q); };
-        // The graph, and with it what its commands use, lives until it ran.
-        op.done = [graph](absl::Status) {};
+        // The graph (what its commands use) and the executable graph (its
+        // partition, its writes' bytes) live until it ran.
+        op.done = [graph, exec = *exec](absl::Status) {};
         op.kernel = step.segment->has_kernel();
         enqueued = core_->Submit(std::move(op));
       } else {

@@ -24,10 +24,11 @@ namespace gpustream::backend {
 class GpuDevice;
 class GpuQueueCore;
 
-// Pinned host copies of a segment's writes, which its copy nodes read at
-// every launch: owned by the executable graph, freed with it.
+// The pinned host copy of a segment's writes (one block, the writes' bytes
+// back to back), which its copy nodes read at every launch: owned by the
+// executable graph, freed with it.
 struct GpuGraphWrites {
-  std::vector<void*> blocks;
+  void* block = nullptr;
 };
 
 // An executable graph, made in one context epoch on one SM partition (its
@@ -74,6 +75,10 @@ class GpuGraphSegment {
   // its length bounds what one operation hides, and what a cancel cannot
   // take back once it is on the stream.
   static constexpr size_t kMaxCommands = 64;
+  // Writes join a segment up to these sizes (their pinned copy is host
+  // memory no quota counts); larger ones go one by one, staged.
+  static constexpr size_t kMaxWriteBytes = 4096;
+  static constexpr size_t kMaxWriteBytesPerSegment = 65536;
 
   GpuGraphSegment(const Graph& graph, size_t begin, size_t end);
   GpuGraphSegment(const GpuGraphSegment&) = delete;
@@ -89,11 +94,13 @@ class GpuGraphSegment {
   // another partition. The capture runs on the calling thread, on a stream
   // of its own in that partition (no queue's lock is held, and no queue's
   // stream is touched), shared with captures of other segments and
-  // exclusive with the device's synchronizing frees
-  // (GpuDevice::capture_mu). Null when the commands cannot be captured
-  // (logged once): the caller enqueues them one by one, now and at every
-  // later launch. An error only when the device failed (ABORTED) or its
-  // context is going.
+  // exclusive with the device's synchronizing calls
+  // (GpuDevice::capture_mu). It never waits: while such a call runs, or
+  // after a failed capture (logged), it returns null and the caller
+  // enqueues the commands one by one; a failed capture is retried after
+  // twice as many launches each time (1, 2, 4, ... 1024), and at once in
+  // a new epoch. An error only when the device failed (its ABORTED
+  // failure) or its context was reset.
   absl::StatusOr<std::shared_ptr<GpuGraphExec>> Prepare(GpuQueueCore& core);
 
  private:
@@ -106,7 +113,11 @@ class GpuGraphSegment {
   const bool has_kernel_;
   absl::Mutex mu_;
   std::shared_ptr<GpuGraphExec> exec_ ABSL_GUARDED_BY(mu_);
-  bool uncapturable_ ABSL_GUARDED_BY(mu_) = false;
+  // After a failed capture: launches left to go one by one, the next
+  // wait, and the epoch it failed in.
+  uint32_t skip_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t backoff_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t failed_epoch_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // How GpuQueue::LaunchGraph enqueues a graph: its commands in steps, each

@@ -98,6 +98,8 @@ GpuModule::~GpuModule() {
   if (module_ == nullptr) return;
   if (GpuDevice::Pass pass(*device_, epoch_);
       pass && device_->MakeCurrent().ok()) {
+    // Not during a capture: drivers refuse it then, and break the capture.
+    absl::WriterMutexLock no_capture(&device_->capture_mu());
     device_->Warn(device_->driver().ModuleUnload(module_));
   }
 }

@@ -103,6 +103,7 @@ void GpuStagingPool::Put(Staging staging) {
 
 void GpuStagingPool::FreeAll() {
   absl::MutexLock lock(&mu_);
+  absl::WriterMutexLock no_capture(&device_->capture_mu());  // Synchronizes.
   for (auto& [capacity, blocks] : free_) {
     for (Staging& b : blocks) device_->driver().HostFree(b.host).IgnoreError();
   }
@@ -168,6 +169,7 @@ namespace gpustream::backend {
 
 void GpuSlotAllocator::FreeAll() {
   absl::MutexLock lock(&mu_);
+  absl::WriterMutexLock no_capture(&device_->capture_mu());  // Synchronizes.
   for (void* slab : slabs_) device_->driver().HostFree(slab).IgnoreError();
   slabs_.clear();
   free_.clear();
