@@ -53,6 +53,9 @@ phase "skip check (tsan)" skip_check --config=tsan
 # fit the test command's time on two cores; tools/fuzz.sh alone fuzzes
 # longer).
 phase "fuzz (short)" bash tools/fuzz.sh --seconds 30 --parallel 4
-phase "bazel test --config=nocuda" bazel test --config=nocuda //...
+# Not the Python client's suite: it drives the CPU backend, the same in a
+# build without CUDA, and ran in the three phases above.
+phase "bazel test --config=nocuda" bazel test --config=nocuda -- //... \
+  -//client/python:gpustream_test
 phase "skip check (nocuda)" skip_check --no-cuda-build --config=nocuda
 echo "test.sh: everything passed in $((SECONDS - started)) s" >&2
