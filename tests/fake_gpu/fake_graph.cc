@@ -62,6 +62,23 @@ void Invalidate(Capture& capture) {
   capture.ops.clear();
 }
 
+// A call that the captures `refuses` picks forbid: invalidates them and
+// returns kStreamCaptureUnsupported (kSuccess when it picks none).
+template <class Pred>
+Result RefuseFor(Pred refuses) {
+  Captures& all = AllCaptures();
+  if (all.count.load(std::memory_order_acquire) == 0) return Result::kSuccess;
+  std::lock_guard<std::mutex> lock(all.mu);
+  bool refused = false;
+  for (const std::shared_ptr<Capture>& c : all.active) {
+    if (refuses(*c)) {
+      Invalidate(*c);
+      refused = true;
+    }
+  }
+  return refused ? Result::kStreamCaptureUnsupported : Result::kSuccess;
+}
+
 struct Graph {
   std::shared_ptr<Context> ctx;
   std::vector<Op> ops;
@@ -109,6 +126,21 @@ class Exclusive {
   std::atomic<bool>& busy_;
 };
 
+// Unregisters a graph or an executable graph (GraphDestroy,
+// GraphExecDestroy).
+template <class T>
+Result Destroy(Registry<T>& registry, uintptr_t handle) {
+  std::shared_ptr<Context> current;
+  if (Result r = CurrentContext(Sticky::kIgnore, &current);
+      r != Result::kSuccess) {
+    return r;
+  }
+  std::shared_ptr<T> object = registry.Remove(handle);
+  if (object == nullptr) return Result::kInvalidHandle;
+  Exclusive use(object->busy);
+  return Result::kSuccess;
+}
+
 }  // namespace
 
 bool Captured(Stream& stream, Op& op, bool capturable, Result* result) {
@@ -142,33 +174,16 @@ Result CheckNotCapturing(const Stream& stream) {
 // Every thread's capture interaction mode is the default (global): the
 // fake does not model cuThreadExchangeStreamCaptureMode.
 Result CheckCaptureSafe() {
-  Captures& all = AllCaptures();
-  if (all.count.load(std::memory_order_acquire) == 0) return Result::kSuccess;
-  std::lock_guard<std::mutex> lock(all.mu);
   const std::thread::id self = std::this_thread::get_id();
-  bool prohibited = false;
-  for (const std::shared_ptr<Capture>& c : all.active) {
-    if (c->mode == kCaptureModeGlobal ||
-        (c->mode == kCaptureModeThreadLocal && c->thread == self)) {
-      Invalidate(*c);
-      prohibited = true;
-    }
-  }
-  return prohibited ? Result::kStreamCaptureUnsupported : Result::kSuccess;
+  return RefuseFor([self](const Capture& c) {
+    return c.mode == kCaptureModeGlobal ||
+           (c.mode == kCaptureModeThreadLocal && c.thread == self);
+  });
 }
 
 Result CheckNoCaptureIn(const Context& ctx) {
-  Captures& all = AllCaptures();
-  if (all.count.load(std::memory_order_acquire) == 0) return Result::kSuccess;
-  std::lock_guard<std::mutex> lock(all.mu);
-  bool capturing = false;
-  for (const std::shared_ptr<Capture>& c : all.active) {
-    if (c->stream->owner() == &ctx) {
-      Invalidate(*c);
-      capturing = true;
-    }
-  }
-  return capturing ? Result::kStreamCaptureUnsupported : Result::kSuccess;
+  return RefuseFor(
+      [&ctx](const Capture& c) { return c.stream->owner() == &ctx; });
 }
 
 void ReleaseGraphs(const Context* ctx) {
@@ -268,29 +283,13 @@ Result GraphInstantiate(GraphExecHandle* exec, GraphHandle handle) {
 }
 
 Result GraphDestroy(GraphHandle handle) {
-  std::shared_ptr<Context> current;
-  if (Result r = CurrentContext(Sticky::kIgnore, &current);
-      r != Result::kSuccess) {
-    return r;
-  }
-  std::shared_ptr<Graph> graph = Graphs().Remove(HandleValue(handle));
-  if (graph == nullptr) return Result::kInvalidHandle;
-  Exclusive use(graph->busy);
-  return Result::kSuccess;
+  return Destroy(Graphs(), HandleValue(handle));
 }
 
 // A launch in flight keeps the recorded work (as CUDA frees an executable
 // graph destroyed in flight once it completes).
 Result GraphExecDestroy(GraphExecHandle handle) {
-  std::shared_ptr<Context> current;
-  if (Result r = CurrentContext(Sticky::kIgnore, &current);
-      r != Result::kSuccess) {
-    return r;
-  }
-  std::shared_ptr<GraphExec> exec = Execs().Remove(HandleValue(handle));
-  if (exec == nullptr) return Result::kInvalidHandle;
-  Exclusive use(exec->busy);
-  return Result::kSuccess;
+  return Destroy(Execs(), HandleValue(handle));
 }
 
 Result GraphLaunch(GraphExecHandle handle, StreamHandle hStream) {

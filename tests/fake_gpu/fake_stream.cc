@@ -226,8 +226,11 @@ Result FindStreamForWork(StreamHandle handle, bool same_context,
   return Result::kSuccess;
 }
 
-Result EnqueueOp(Stream& stream, Op op, uint64_t* ticket) {
-  if (Result captured; Captured(stream, op, /*capturable=*/false, &captured)) {
+namespace {
+
+// EnqueueOp and EnqueueCapturable: one capture check, then the stream.
+Result Enqueue(Stream& stream, Op op, uint64_t* ticket, bool capturable) {
+  if (Result captured; Captured(stream, op, capturable, &captured)) {
     return captured;
   }
   const uint64_t t = stream.Enqueue(std::move(op));
@@ -239,11 +242,14 @@ Result EnqueueOp(Stream& stream, Op op, uint64_t* ticket) {
   return Result::kSuccess;
 }
 
+}  // namespace
+
+Result EnqueueOp(Stream& stream, Op op, uint64_t* ticket) {
+  return Enqueue(stream, std::move(op), ticket, /*capturable=*/false);
+}
+
 Result EnqueueCapturable(Stream& stream, Op op) {
-  if (Result captured; Captured(stream, op, /*capturable=*/true, &captured)) {
-    return captured;
-  }
-  return EnqueueOp(stream, std::move(op));
+  return Enqueue(stream, std::move(op), nullptr, /*capturable=*/true);
 }
 
 Result WaitForTicket(Stream& stream, uint64_t ticket) {

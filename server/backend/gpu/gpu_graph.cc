@@ -80,6 +80,19 @@ struct CaptureCommand {
   }
 };
 
+// One launch of `exec` on `core`'s stream, as one op.
+absl::Status SubmitLaunch(GpuQueueCore& core,
+                          std::shared_ptr<GpuGraphExec> exec,
+                          std::shared_ptr<const Graph> graph, bool kernel) {
+  GpuQueueCore::Op op;
+  op.issue = [exec](GpuQueueCore& q) { return exec->Launch(q); };
+  // The graph (what its commands use) and the executable graph (its
+  // partition, its writes' bytes) live until it ran.
+  op.done = [graph = std::move(graph), exec](absl::Status) {};
+  op.kernel = kernel;
+  return core.Submit(std::move(op));
+}
+
 }  // namespace
 
 GpuGraphExec::~GpuGraphExec() {
@@ -93,10 +106,6 @@ GpuGraphExec::~GpuGraphExec() {
 }
 
 absl::Status GpuGraphExec::Launch(GpuQueueCore& q) {
-  if (q.epoch() != epoch_) {  // Prepare matched them; a reset kills both.
-    return absl::FailedPreconditionError(
-        "an executable graph of an earlier context");
-  }
   absl::MutexLock lock(&mu_);
   return q.device().Check(q.device().driver().GraphLaunch(handle_, q.stream()));
 }
@@ -255,17 +264,9 @@ absl::Status GpuQueue::LaunchGraph(std::shared_ptr<const Graph> graph,
     if (exec.ok() && *exec == nullptr) {  // One by one.
       enqueued = ReplayGraphCommands(*this, *graph, step.begin, step.end);
     } else {
-      if (exec.ok()) {
-        GpuQueueCore::Op op;
-        op.issue = [exec = *exec](GpuQueueCore& q) { return exec->Launch(q); };
-        // The graph (what its commands use) and the executable graph (its
-        // partition, its writes' bytes) live until it ran.
-        op.done = [graph, exec = *exec](absl::Status) {};
-        op.kernel = step.segment->has_kernel();
-        enqueued = core_->Submit(std::move(op));
-      } else {
-        enqueued = exec.status();
-      }
+      enqueued = exec.ok() ? SubmitLaunch(*core_, *exec, graph,
+                                          step.segment->has_kernel())
+                           : exec.status();
       if (!enqueued.ok()) {
         enqueued = absl::Status(
             enqueued.code(),

@@ -53,7 +53,8 @@ class GpuGraphExec {
 
   uint64_t epoch() const { return epoch_; }
   const SmPartition* partition() const { return partition_.get(); }
-  // Launches it on `q`'s stream, from inside an op's issue.
+  // Launches it on `q`'s stream, from inside an op's issue; `q` is of the
+  // epoch and partition it was made for (GpuGraphSegment::Prepare).
   absl::Status Launch(GpuQueueCore& q);
 
  private:
