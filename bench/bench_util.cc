@@ -93,6 +93,7 @@ InProcessDaemon::InProcessDaemon(
   server_options.max_message_bytes = 64 << 20;
   server_options.extra_services = {&echo_};
   server_options.metrics = metrics;
+  server_options.share_socket = rpc::DefaultShareSocket(server_options.listen);
   auto server = rpc::GrpcServer::Start(*core_, server_options);
   Check(server.status(), "GrpcServer::Start");
   server_ = *std::move(server);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
@@ -14,6 +15,8 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "bench/bench_util.h"
@@ -30,6 +33,9 @@ ABSL_FLAG(int, lone_launches, 500, "Lone launches timed enqueue to completion");
 ABSL_FLAG(bool, in_process_only, false,
           "Measure the CPU backend in-process only (no daemon, no RPC): for "
           "profiling the backend");
+ABSL_FLAG(int, data_mib, 256,
+          "MiB moved per data-plane figure (WriteBuffer, ReadBuffer, "
+          "CopyBuffer from HOST_SHARED memory); 0 skips them");
 ABSL_FLAG(bool, metrics, false,
           "Count every call in Prometheus metrics, as gpustreamd "
           "--metrics_listen does (to measure what that costs)");
@@ -122,11 +128,78 @@ LoneLaunch LoneLaunchLatency(BenchClient& c, client::Queue& queue, int n) {
   return {us[us.size() / 2], us[us.size() * 99 / 100]};
 }
 
+// Keeps the timed memcpy from being optimized away.
+volatile char benchmark_sink;
+
+// Seconds of the fastest of three runs of `fn`.
+template <typename Fn>
+double BestOfThree(Fn fn) {
+  double best = 1e30;
+  for (int i = 0; i < 3; ++i) {
+    const absl::Time start = absl::Now();
+    fn();
+    best = std::min(best, absl::ToDoubleSeconds(absl::Now() - start));
+  }
+  return best;
+}
+
+// MB/s of memcpy between two `bytes` buffers already touched: the floor
+// every data-plane figure is a fraction of.
+double MemcpyRate(size_t bytes) {
+  std::vector<char> src(bytes, 1), dst(bytes, 2);
+  const double s = BestOfThree([&] {
+    std::memcpy(dst.data(), src.data(), bytes);
+    benchmark_sink = dst[bytes / 2];
+  });
+  return bytes / s / 1e6;
+}
+
+// MB/s of 256 MiB (--data_mib) through inline WriteBuffer (the client's
+// write, chunked into requests, then a synchronize), ReadBuffer, and
+// CopyBuffer from a HOST_SHARED buffer the client filled through its
+// mapping into DEVICE memory (copy + synchronize; 0 where the transport
+// has no share socket).
+struct DataPlane {
+  double write_mb_s = 0;
+  double read_mb_s = 0;
+  double shared_copy_mb_s = 0;
+};
+DataPlane MeasureDataPlane(BenchClient& c, client::Queue& queue, size_t bytes,
+                           bool shared) {
+  DataPlane d;
+  auto device = c.session->allocate(bytes);
+  Check(device.status(), "allocating the data-plane buffer");
+  const std::string data(bytes, 'x');
+  d.write_mb_s = bytes / BestOfThree([&] {
+                   queue.write(*device, 0, data);
+                   Check(queue.synchronize(absl::Seconds(120)), "write");
+                 }) /
+                 1e6;
+  d.read_mb_s = bytes / BestOfThree([&] {
+                  auto read = queue.read(*device, 0, bytes);
+                  Check(read.status(), "read");
+                }) /
+                1e6;
+  if (shared) {
+    auto host = c.session->allocate_shared(bytes);
+    Check(host.status(), "allocate_shared");
+    std::memset(host->data(), 7, bytes);
+    d.shared_copy_mb_s =
+        bytes / BestOfThree([&] {
+          queue.copy(*host, 0, *device, 0, bytes);
+          Check(queue.synchronize(absl::Seconds(120)), "shared copy");
+        }) /
+        1e6;
+  }
+  return d;
+}
+
 struct TransportFigures {
   SyncFigures sync;
   double launches_per_s;
   double graph_launches_per_s;  // Effective: 64 per LaunchGraph.
   LoneLaunch lone;
+  DataPlane data;
 };
 
 TransportFigures MeasureTransport(const std::string& target) {
@@ -138,6 +211,11 @@ TransportFigures MeasureTransport(const std::string& target) {
   f.graph_launches_per_s =
       GraphNoopLaunchRate(queue, absl::GetFlag(FLAGS_launches), kGraphSize);
   f.lone = LoneLaunchLatency(c, queue, absl::GetFlag(FLAGS_lone_launches));
+  if (absl::GetFlag(FLAGS_data_mib) > 0) {
+    f.data = MeasureDataPlane(
+        c, queue, static_cast<size_t>(absl::GetFlag(FLAGS_data_mib)) << 20,
+        absl::StartsWith(target, "unix:"));
+  }
   return f;
 }
 
@@ -165,6 +243,13 @@ int Run() {
               "64-noop graphs straight into the CPU backend",
               InProcessGraphLaunchRate(launches, kGraphSize));
   if (absl::GetFlag(FLAGS_in_process_only)) return 0;
+  double memcpy_mb_s = 0;
+  if (absl::GetFlag(FLAGS_data_mib) > 0) {
+    memcpy_mb_s =
+        MemcpyRate(static_cast<size_t>(absl::GetFlag(FLAGS_data_mib)) << 20);
+    std::printf("%-48s %12.0f MB/s\n", "memcpy, same size (data-plane floor)",
+                memcpy_mb_s);
+  }
   const char* names[] = {"unix socket", "TCP 127.0.0.1"};
   for (int t = 0; t < 2; ++t) {
     TransportFigures f = MeasureTransport(daemon.addresses()[t]);
@@ -180,6 +265,20 @@ int Run() {
     std::printf("%-48s %9.0f µs median, %.0f µs p99\n",
                 "lone launch: enqueue -> completion seen by host",
                 f.lone.median_us, f.lone.p99_us);
+    if (absl::GetFlag(FLAGS_data_mib) > 0) {
+      const int mib = absl::GetFlag(FLAGS_data_mib);
+      auto row = [&](const char* what, double mb_s, double goal) {
+        std::printf("%-48s %12.0f MB/s  (%.2fx memcpy; goal >= %.1fx)\n",
+                    absl::StrFormat(what, mib).c_str(), mb_s,
+                    mb_s / memcpy_mb_s, goal);
+      };
+      row("WriteBuffer %d MiB, C++ client + 1 sync", f.data.write_mb_s, 0.3);
+      row("ReadBuffer %d MiB, C++ client", f.data.read_mb_s, 0.3);
+      if (f.data.shared_copy_mb_s > 0) {
+        row("CopyBuffer %d MiB HOST_SHARED -> DEVICE + sync",
+            f.data.shared_copy_mb_s, 0.9);
+      }
+    }
   }
   return 0;
 }

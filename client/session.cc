@@ -53,6 +53,29 @@ absl::StatusOr<Buffer> Session::allocate(uint64_t size_bytes, MemoryKind kind) {
   return Buffer(core_, id, size_bytes);
 }
 
+absl::StatusOr<SharedBuffer> Session::allocate_shared(uint64_t size_bytes) {
+  absl::StatusOr<std::string> socket = core_->ShareSocket();
+  if (!socket.ok()) return socket.status();
+  if (socket->empty()) {
+    return absl::FailedPreconditionError(
+        "allocate_shared: the daemon serves no share socket (sharing is off "
+        "there, or it listens on no unix socket)");
+  }
+  const uint64_t id = core_->MintId();
+  auto result = core_->Call([&](v1::Command& c) {
+    auto* alloc = c.mutable_allocate_buffer();
+    alloc->set_id(id);
+    alloc->set_size_bytes(size_bytes);
+    alloc->set_kind(v1::MEMORY_KIND_HOST_SHARED);
+  });
+  if (!result.ok()) return result.status();
+  Buffer buffer(core_, id, size_bytes);  // Freed again if the fetch fails.
+  auto mapping = SharedMapping::Fetch(*socket, core_->id(),
+                                      result->allocate_buffer().share_ticket());
+  if (!mapping.ok()) return mapping.status();
+  return SharedBuffer(std::move(buffer), *std::move(mapping));
+}
+
 absl::Status Session::flush() { return core_->Flush(); }
 
 absl::Status Session::take_error() { return core_->TakeError(0); }

@@ -11,6 +11,7 @@
 #include "client/flag.h"
 #include "client/queue.h"
 #include "client/session_core.h"
+#include "client/shared_buffer.h"
 
 namespace gpustream::client {
 
@@ -42,6 +43,10 @@ class Session {
   // Synchronous, as cudaMalloc: RESOURCE_EXHAUSTED is reported here.
   absl::StatusOr<Buffer> allocate(uint64_t size_bytes,
                                   MemoryKind kind = MemoryKind::kDevice);
+  // HOST_SHARED memory that this process maps too (same host only): the
+  // data plane without copies through gRPC. FAILED_PRECONDITION where the
+  // daemon serves no share socket.
+  absl::StatusOr<SharedBuffer> allocate_shared(uint64_t size_bytes);
 
   // Waits until every command enqueued so far has been written to the
   // daemon (they leave on their own; this is for callers that then talk to

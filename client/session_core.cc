@@ -28,6 +28,21 @@ std::unique_ptr<grpc::ClientContext> NewClientContext(
   return context;
 }
 
+absl::StatusOr<std::string> SessionCore::ShareSocket() {
+  absl::MutexLock lock(&share_mu_);
+  if (share_socket_.has_value()) return *share_socket_;
+  v1::GetServerInfoResponse response;
+  auto context = NewClientContext(token_);
+  context->set_deadline(absl::ToChronoTime(absl::Now() + kCloseTimeout));
+  if (absl::Status s =
+          FromGrpc(stub_->GetServerInfo(context.get(), {}, &response));
+      !s.ok()) {
+    return s;
+  }
+  share_socket_ = response.share_socket();
+  return *share_socket_;
+}
+
 SessionCore::SessionCore(std::shared_ptr<grpc::Channel> channel,
                          std::string token, std::string session_id,
                          uint64_t default_queue_id, std::string public_id,

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -81,6 +82,10 @@ class SessionCore {
   const KernelSignatures& signatures() const { return *signatures_; }
   uint64_t default_queue_id() const { return default_queue_id_; }
   v1::GpuStream::Stub& stub() { return *stub_; }
+
+  // The daemon's share socket (GetServerInfo, asked once); empty where
+  // sharing is off.
+  absl::StatusOr<std::string> ShareSocket();
 
   // A fresh id from the client range [1, 2^63).
   uint64_t MintId() { return next_id_.fetch_add(1); }
@@ -219,6 +224,8 @@ class SessionCore {
 
   const std::string token_;
   const std::string session_id_;
+  absl::Mutex share_mu_;
+  std::optional<std::string> share_socket_ ABSL_GUARDED_BY(share_mu_);
   const std::string public_id_;
   const std::shared_ptr<const KernelSignatures> signatures_;
   const uint64_t default_queue_id_;

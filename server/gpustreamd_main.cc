@@ -129,6 +129,14 @@ ABSL_FLAG(std::string, unix_socket_group, "",
           "connect under the default mode 0660. The daemon's user must be "
           "a member (or root)");
 
+ABSL_FLAG(std::string, share_socket, "auto",
+          "Unix socket where clients on this host fetch HOST_SHARED "
+          "buffers' memory (a memfd passed for a single-use ticket). "
+          "\"auto\": beside the first unix: --listen socket (PATH.share), "
+          "none without one; \"off\": no sharing (HOST_SHARED allocations "
+          "are refused); else a path. It gets the unix sockets' mode and "
+          "group");
+
 namespace gpustream {
 namespace {
 
@@ -201,6 +209,12 @@ absl::StatusOr<rpc::ServerOptions> TransportOptionsFromFlags(
   if (!mode.ok()) return mode.status();
   options.unix_socket_mode = *mode;
   options.unix_socket_group = absl::GetFlag(FLAGS_unix_socket_group);
+  const std::string share = absl::GetFlag(FLAGS_share_socket);
+  if (share == "auto") {
+    options.share_socket = rpc::DefaultShareSocket(listen);
+  } else if (share != "off" && !share.empty()) {
+    options.share_socket = share;
+  }
   if (absl::Status s = rpc::CheckServerOptions(options); !s.ok()) return s;
   return options;
 }
@@ -235,6 +249,9 @@ void LogListeners(const rpc::GrpcServer& server,
         .Str("address", addresses[i])
         .Str("security", security)
         .Str("authentication", authentication);
+    if (i == 0 && !options.share_socket.empty()) {
+      log::Info("share_socket").Str("path", options.share_socket);
+    }
     if (!tenants_configured && !unix_socket) {
       log::Warning("unauthenticated_listener")
           .Str("address", addresses[i])
@@ -353,7 +370,7 @@ int Run(int argc, char** argv) {
            "[--modules=DIR] [--config=FILE] "
            "[--tls_cert=PEM --tls_key=PEM [--tls_client_ca=PEM]] "
            "[--allow_insecure_tcp] [--unix_socket_mode=0660] "
-           "[--unix_socket_group=GROUP]");
+           "[--unix_socket_group=GROUP] [--share_socket=auto|off|PATH]");
   const absl::flat_hash_set<std::string> given = FlagsGiven(argc, argv);
   // Flags from these would not count as given, and the config would
   // silently win over them.

@@ -3,7 +3,9 @@
 #define GPUSTREAM_SERVER_BACKEND_BUFFER_H_
 
 #include <cstdint>
+#include <memory>
 
+#include "server/backend/shared_region.h"
 #include "server/backend/types.h"
 
 namespace gpustream::backend {
@@ -16,6 +18,10 @@ class Buffer {
   virtual ~Buffer() = default;
   virtual uint64_t size() const = 0;
   virtual MemoryKind kind() const = 0;
+  // The memory a client may map (kHostShared buffers); null otherwise.
+  virtual std::shared_ptr<const SharedRegion> shared_region() const {
+    return nullptr;
+  }
 };
 
 }  // namespace gpustream::backend

@@ -9,7 +9,9 @@
 
 namespace gpustream::backend {
 
-enum class MemoryKind { kDevice, kHostPinned };
+// kHostShared: host memory the daemon and a client both map (a memfd, see
+// SharedRegion); the device reaches it as it does kHostPinned memory.
+enum class MemoryKind { kDevice, kHostPinned, kHostShared };
 
 enum class WaitCondition { kEqual, kGreaterEqual };
 

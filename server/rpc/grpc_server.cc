@@ -14,6 +14,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -226,9 +227,12 @@ absl::StatusOr<Prepared> Prepare(const ServerOptions& options) {
 // before the mode so the group bits never apply to the wrong group.
 absl::Status ApplySocketPermissions(const ServerOptions& options,
                                     const Prepared& prepared) {
+  std::vector<std::string> paths;
   for (const std::string& address : options.listen) {
-    if (!IsUnixAddress(address)) continue;
-    const std::string path = UnixPath(address);
+    if (IsUnixAddress(address)) paths.push_back(UnixPath(address));
+  }
+  if (!options.share_socket.empty()) paths.push_back(options.share_socket);
+  for (const std::string& path : paths) {
     if (prepared.group.has_value() &&
         chown(path.c_str(), static_cast<uid_t>(-1), *prepared.group) != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -249,6 +253,15 @@ absl::Status ApplySocketPermissions(const ServerOptions& options,
 
 std::string UnixPath(absl::string_view address) {
   return std::string(address.substr(kUnixPrefix.size()));
+}
+
+std::string DefaultShareSocket(const std::vector<std::string>& listen) {
+  for (const std::string& address : listen) {
+    if (!IsUnixAddress(address)) continue;
+    std::string path = UnixPath(address) + ".share";
+    return path.size() < sizeof(sockaddr_un::sun_path) ? path : "";
+  }
+  return "";
 }
 
 bool IsUnixAddress(absl::string_view address) {
@@ -299,6 +312,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   options.listen = listen;
   options.max_message_bytes = max_message_bytes;
   options.extra_services = extra_services;
+  options.share_socket = DefaultShareSocket(listen);
   return Start(core, options);
 }
 
@@ -363,6 +377,11 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   for (const std::string& address : listen) {
     if (absl::Status s = ClaimListenAddress(address); !s.ok()) return s;
   }
+  const std::string& share_socket = options.share_socket;
+  if (!share_socket.empty()) {
+    const std::string address = absl::StrCat(kUnixPrefix, share_socket);
+    if (absl::Status s = ClaimListenAddress(address); !s.ok()) return s;
+  }
   for (size_t i = 0; i < listen.size(); ++i) {
     const bool unix_socket = IsUnixAddress(listen[i]);
     any_unix |= unix_socket;
@@ -374,9 +393,19 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   // Sockets are bound in BuildAndStart: see ApplySocketPermissions. umask
   // is process-wide, so a file another thread creates meanwhile is made
   // 0600 at most too: stricter, never looser.
-  const mode_t saved_umask = any_unix ? umask(0177) : 0;
+  const bool restrict = any_unix || !share_socket.empty();
+  const mode_t saved_umask = restrict ? umask(0177) : 0;
+  if (!share_socket.empty()) {
+    auto share = share::ShareServer::Start(&core.share_tickets(), share_socket);
+    if (!share.ok()) {
+      umask(saved_umask);
+      return share.status();
+    }
+    server->share_ = *std::move(share);
+    core.share_tickets().set_socket_path(share_socket);
+  }
   server->server_ = builder.BuildAndStart();
-  if (any_unix) umask(saved_umask);
+  if (restrict) umask(saved_umask);
   if (server->server_ == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot listen on --listen=", absl::StrJoin(listen, ",")));
@@ -408,6 +437,7 @@ std::shared_ptr<grpc::Channel> GrpcServer::InProcessChannel() {
 }
 
 void GrpcServer::Shutdown(absl::Duration grace) {
+  if (share_ != nullptr) share_->Stop();
   server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   server_->Wait();
 }

@@ -17,6 +17,7 @@
 #include "server/rpc/admin_service.h"
 #include "server/rpc/gpustream_service.h"
 #include "server/session/server_core.h"
+#include "server/share/share_server.h"
 
 namespace gpustream::rpc {
 
@@ -54,6 +55,9 @@ struct ServerOptions {
   // daemon's user.
   mode_t unix_socket_mode = 0660;
   std::string unix_socket_group;
+  // The share socket's path (HOST_SHARED buffers; empty: sharing off). It
+  // gets the unix sockets' mode and group.
+  std::string share_socket;
 
   // Served beside GpuStream; not owned, must outlive the server.
   std::vector<grpc::Service*> extra_services;
@@ -71,6 +75,10 @@ bool IsLoopbackAddress(absl::string_view address);
 bool IsUnixAddress(absl::string_view address);
 // The socket path of a unix listen address ("unix:PATH" -> "PATH").
 std::string UnixPath(absl::string_view address);
+// The share socket beside the first unix listen address ("unix:PATH" ->
+// "PATH.share"); empty when there is none or the path would be too long
+// for a unix socket.
+std::string DefaultShareSocket(const std::vector<std::string>& listen);
 
 // Everything Start checks before it binds, so the daemon can refuse bad
 // flags before it brings up devices: tls_cert and tls_key given together
@@ -90,7 +98,8 @@ class GrpcServer {
   // says, or naming the address that could not be bound.
   static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(
       session::ServerCore& core, const ServerOptions& options);
-  // Plaintext with the default socket permissions (tests, benchmarks).
+  // Plaintext with the default socket permissions and share socket (tests,
+  // benchmarks).
   static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(
       session::ServerCore& core, const std::vector<std::string>& listen,
       int max_message_bytes,
@@ -113,6 +122,7 @@ class GrpcServer {
 
   GpuStreamService service_;
   AdminService admin_;
+  std::unique_ptr<share::ShareServer> share_;  // Null: sharing off.
   std::unique_ptr<grpc::Server> server_;
   std::vector<std::string> addresses_;
   std::vector<bool> tls_;

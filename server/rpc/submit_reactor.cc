@@ -212,7 +212,10 @@ bool ClientMintedId(const Req&) {
 bool ClientMintedId(const v1::CreateQueueRequest& r) { return r.id() != 0; }
 bool ClientMintedId(const v1::CreateEventRequest& r) { return r.id() != 0; }
 bool ClientMintedId(const v1::CreateFlagRequest& r) { return r.id() != 0; }
-bool ClientMintedId(const v1::AllocateBufferRequest& r) { return r.id() != 0; }
+// A HOST_SHARED allocation answers its share ticket.
+bool ClientMintedId(const v1::AllocateBufferRequest& r) {
+  return r.id() != 0 && r.kind() != v1::MEMORY_KIND_HOST_SHARED;
+}
 bool ClientMintedId(const v1::EndCaptureRequest& r) { return r.id() != 0; }
 
 // The result bytes a command promises: a read's data.

@@ -41,6 +41,7 @@ absl::StatusOr<std::unique_ptr<ServerCore>> ServerCore::Create(
     core->devices_.push_back(std::move(device));
     core->sharing_.push_back(*std::move(sharing));
   }
+  options.share_tickets = &core->share_tickets_;
   core->sessions_ = std::make_unique<SessionManager>(
       std::move(slots), &core->timer_, core->tenants_.get(), options);
   for (uint32_t i = 0; i < core->devices_.size(); ++i) {
@@ -182,6 +183,10 @@ absl::Status ServerCore::GetServerInfo(const v1::GetServerInfoRequest&,
        {"submit_stream", "client_minted_ids", "wait_value", "host_func",
         "event_timing", "notifications", "health", "reflection"}) {
     resp->add_features(f);
+  }
+  if (!share_tickets_.socket_path().empty()) {
+    resp->add_features("host_shared");
+    resp->set_share_socket(share_tickets_.socket_path());
   }
   return absl::OkStatus();
 }

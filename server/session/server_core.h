@@ -16,6 +16,7 @@
 #include "server/modules/module_registry.h"
 #include "server/session/session.h"
 #include "server/session/session_manager.h"
+#include "server/share/share_tickets.h"
 #include "server/tenants/tenant_registry.h"
 #include "server/util/timer_thread.h"
 #include "server/version.h"
@@ -102,6 +103,9 @@ class ServerCore {
   bool shutting_down() const { return shutting_down_.load(); }
 
   SessionManager& sessions() { return *sessions_; }
+  // HOST_SHARED buffers' tickets, redeemed on the share socket (the
+  // transport sets its path before serving).
+  share::ShareTickets& share_tickets() { return share_tickets_; }
   // See TenantRegistry::EnableOperatorToken.
   void EnableOperatorToken(const std::string& token, const std::string& path) {
     tenants_->EnableOperatorToken(token, path);
@@ -133,6 +137,7 @@ class ServerCore {
   std::vector<std::unique_ptr<DeviceSharing>> sharing_;
   v1::GpuSharing sharing_mode_ = v1::GPU_SHARING_SHARED_CONTEXT;
   util::TimerThread timer_;
+  share::ShareTickets share_tickets_;  // Before sessions_, which use it.
   std::atomic<bool> shutting_down_{false};
   // Before sessions_: a device-failure chore the session manager's
   // housekeeper runs while it is destroyed may still call it.

@@ -590,6 +590,16 @@ absl::Status Session::AllocateBuffer(const v1::AllocateBufferRequest& req,
     case v1::MEMORY_KIND_HOST_PINNED:
       kind = backend::MemoryKind::kHostPinned;
       break;
+    case v1::MEMORY_KIND_HOST_SHARED:
+      if (ctx_.share_tickets == nullptr ||
+          ctx_.share_tickets->socket_path().empty()) {
+        return absl::FailedPreconditionError(
+            "kind MEMORY_KIND_HOST_SHARED: sharing is off (the daemon serves "
+            "no share socket: it needs a unix: --listen address or "
+            "--share_socket)");
+      }
+      kind = backend::MemoryKind::kHostShared;
+      break;
     default:
       return absl::InvalidArgumentError(absl::StrCat(
           "kind ", static_cast<int>(req.kind()), " is not a MemoryKind"));
@@ -605,6 +615,10 @@ absl::Status Session::AllocateBuffer(const v1::AllocateBufferRequest& req,
   if (!buffer.ok()) {
     ctx_.tenant->ReleaseMemory(req.size_bytes());
     return buffer.status();
+  }
+  if (kind == backend::MemoryKind::kHostShared) {
+    resp->set_share_ticket(
+        ctx_.share_tickets->Issue(id_, (*buffer)->shared_region()));
   }
   objects_.Insert(
       *id, ChargedBuffer(*std::move(buffer), ctx_.tenant, req.size_bytes()));
@@ -807,6 +821,7 @@ void Session::Teardown(const absl::Status& reason) {
     queue_count_ = 0;
     memory_bytes_ = 0;  // The tenant is credited as the buffers go.
   }
+  if (ctx_.share_tickets != nullptr) ctx_.share_tickets->Forget(id_);
   // 0. Calls no cancellation below would reach end now, with `reason`;
   //    queues already being destroyed are torn down with the rest.
   ParkedCalls::Taken parked = parked_->TakeAll();

@@ -21,6 +21,7 @@
 #include "server/session/notification_hub.h"
 #include "server/session/object_table.h"
 #include "server/session/parked_calls.h"
+#include "server/share/share_tickets.h"
 #include "server/tenants/tenant.h"
 #include "server/util/timer_thread.h"
 
@@ -63,6 +64,9 @@ struct SessionContext {
   // Keeps `device` alive when it is a tenant's context (Placement::hold);
   // let go after the session's objects.
   std::shared_ptr<const void> hold;
+  // Issues HOST_SHARED buffers' tickets; null, or without a socket path:
+  // sharing is off.
+  share::ShareTickets* share_tickets = nullptr;
 };
 
 // Every operation validates its request completely (ids of this session,

@@ -134,7 +134,8 @@ absl::Status SessionManager::Open(const tenants::Principal& who,
       NewSessionId(),
       {who.name(), req.client_name(), req.device_id(), public_id},
       {placement->device, placement->modules, timer_, options_.session_limits,
-       who.tenant, next_session_key_++, placement->partition, placement->hold});
+       who.tenant, next_session_key_++, placement->partition, placement->hold,
+       options_.share_tickets});
   if (!session.ok()) {
     who.tenant->ReleaseSession();
     return session.status();

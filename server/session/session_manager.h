@@ -19,6 +19,7 @@
 #include "proto/gpustream/v1/server_config.pb.h"
 #include "server/session/device_sharing.h"
 #include "server/session/session.h"
+#include "server/share/share_tickets.h"
 #include "server/tenants/tenant_registry.h"
 
 namespace gpustream::session {
@@ -35,6 +36,9 @@ struct ManagerOptions {
   absl::Duration lease_check_period = absl::Milliseconds(200);
   // How tenants share a GPU (ServerCore makes each device's DeviceSharing).
   v1::GpuSharing gpu_sharing = v1::GPU_SHARING_SHARED_CONTEXT;
+  // Where HOST_SHARED buffers' tickets go (ServerCore sets its own); null:
+  // such buffers are refused. Outlives the manager.
+  share::ShareTickets* share_tickets = nullptr;
 };
 
 // One device the manager can open sessions on: where each tenant's

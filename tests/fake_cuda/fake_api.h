@@ -60,6 +60,8 @@
   X(cuMemHostAlloc, 12000)                              \
   X(cuMemFreeHost, 12000)                               \
   X(cuMemHostGetDevicePointer, 12000)                   \
+  X(cuMemHostRegister, 12000)                           \
+  X(cuMemHostUnregister, 12000)                         \
   X(cuMemGetInfo, 12000)                                \
   X(cuMemcpyHtoDAsync, 12000)                           \
   X(cuMemcpyDtoHAsync, 12000)                           \

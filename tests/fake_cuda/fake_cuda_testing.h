@@ -65,6 +65,8 @@ namespace fakecuda_test {
   X(MemHostAlloc, cuMemHostAlloc)                                         \
   X(MemFreeHost, cuMemFreeHost)                                           \
   X(MemHostGetDevicePointer, cuMemHostGetDevicePointer)                   \
+  X(MemHostRegister, cuMemHostRegister)                                   \
+  X(MemHostUnregister, cuMemHostUnregister)                               \
   X(MemGetInfo, cuMemGetInfo)                                             \
   X(MemcpyHtoDAsync, cuMemcpyHtoDAsync)                                   \
   X(MemcpyDtoHAsync, cuMemcpyDtoHAsync)                                   \

@@ -21,6 +21,10 @@ static_assert(gpu::kEventInterprocess == CU_EVENT_INTERPROCESS);
 static_assert(gpu::kHostAllocPortable == CU_MEMHOSTALLOC_PORTABLE);
 static_assert(gpu::kHostAllocDevicemap == CU_MEMHOSTALLOC_DEVICEMAP);
 static_assert(gpu::kHostAllocWritecombined == CU_MEMHOSTALLOC_WRITECOMBINED);
+static_assert(gpu::kHostRegisterPortable == CU_MEMHOSTREGISTER_PORTABLE);
+static_assert(gpu::kHostRegisterDevicemap == CU_MEMHOSTREGISTER_DEVICEMAP);
+static_assert(gpu::kHostRegisterIoMemory == CU_MEMHOSTREGISTER_IOMEMORY);
+static_assert(gpu::kHostRegisterReadOnly == CU_MEMHOSTREGISTER_READ_ONLY);
 static_assert(gpu::kWaitValueGeq == CU_STREAM_WAIT_VALUE_GEQ);
 static_assert(gpu::kWaitValueEq == CU_STREAM_WAIT_VALUE_EQ);
 static_assert(gpu::kWaitValueAnd == CU_STREAM_WAIT_VALUE_AND);
@@ -104,6 +108,10 @@ CUresult ToCu(gpu::Result result) {
       return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
     case gpu::Result::kIllegalState:
       return CUDA_ERROR_ILLEGAL_STATE;
+    case gpu::Result::kHostMemoryAlreadyRegistered:
+      return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    case gpu::Result::kHostMemoryNotRegistered:
+      return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
     case gpu::Result::kIllegalAddress:
       return CUDA_ERROR_ILLEGAL_ADDRESS;
     case gpu::Result::kMisalignedAddress:
@@ -325,6 +333,14 @@ CUresult Fake_cuMemHostGetDevicePointer(CUdeviceptr* pdptr, void* p,
   return ToCu(gpu::IntoDevicePtr(pdptr, [&](gpu::DevicePtr* d) {
     return gpu::MemHostGetDevicePointer(d, p, flags);
   }));
+}
+
+CUresult Fake_cuMemHostRegister(void* p, size_t bytesize, unsigned int flags) {
+  return ToCu(gpu::MemHostRegister(p, bytesize, flags));
+}
+
+CUresult Fake_cuMemHostUnregister(void* p) {
+  return ToCu(gpu::MemHostUnregister(p));
 }
 
 CUresult Fake_cuMemGetInfo(size_t* free, size_t* total) {

@@ -80,6 +80,8 @@ const char* ResultName(Result result) {
     FAKEGPU_RESULT_NAME(kStreamCaptureInvalidated)
     FAKEGPU_RESULT_NAME(kStreamCaptureWrongThread)
     FAKEGPU_RESULT_NAME(kIllegalState)
+    FAKEGPU_RESULT_NAME(kHostMemoryAlreadyRegistered)
+    FAKEGPU_RESULT_NAME(kHostMemoryNotRegistered)
     FAKEGPU_RESULT_NAME(kIllegalAddress)
     FAKEGPU_RESULT_NAME(kMisalignedAddress)
     FAKEGPU_RESULT_NAME(kLaunchFailed)

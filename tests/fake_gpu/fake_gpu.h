@@ -48,6 +48,10 @@ enum class Result {
   kStreamCaptureInvalidated,
   kStreamCaptureWrongThread,
   kIllegalState,
+  // MemHostRegister of a range that overlaps registered or pinned memory;
+  // MemHostUnregister of an address no registration starts at.
+  kHostMemoryAlreadyRegistered,
+  kHostMemoryNotRegistered,
   // Faults of device work: sticky for the context (Context::Fault).
   kIllegalAddress,
   kMisalignedAddress,
@@ -102,6 +106,10 @@ inline constexpr unsigned kEventInterprocess = 0x4;
 inline constexpr unsigned kHostAllocPortable = 0x1;
 inline constexpr unsigned kHostAllocDevicemap = 0x2;
 inline constexpr unsigned kHostAllocWritecombined = 0x4;
+inline constexpr unsigned kHostRegisterPortable = 0x1;
+inline constexpr unsigned kHostRegisterDevicemap = 0x2;
+inline constexpr unsigned kHostRegisterIoMemory = 0x4;
+inline constexpr unsigned kHostRegisterReadOnly = 0x8;
 // StreamWaitValue64's comparisons (the low bits) and flush flag.
 inline constexpr unsigned kWaitValueGeq = 0x0;
 inline constexpr unsigned kWaitValueEq = 0x1;
@@ -239,17 +247,18 @@ Result LaunchHostFunc(StreamHandle stream, HostFn fn, void* data);
 // allocation, copies that complete before they return) is refused with
 // kStreamCaptureUnsupported and invalidates the capture, as are a query or
 // synchronize of the capturing stream, and the potentially unsafe calls
-// (MemAlloc, MemFree, MemHostAlloc, MemFreeHost, CtxSynchronize) from a
+// (MemAlloc, MemFree, MemHostAlloc, MemFreeHost, MemHostRegister,
+// MemHostUnregister, CtxSynchronize) from a
 // thread the capture's mode prohibits (kCaptureModeGlobal: every thread;
 // kCaptureModeThreadLocal: the capturing one; kCaptureModeRelaxed: none).
 // A call that synchronizes the context (CtxSynchronize, ModuleUnload, and
-// MemFree and MemFreeHost unless FAKEGPU_SYNC_FREE=0) fails the same way while
-// any stream of the context captures, from any thread in any mode: a capturing
-// stream cannot be synchronized. An executable graph runs its recorded work in
-// order as one operation of the stream it is launched on, after the previous
-// launch of the same executable, wherever that was. Graph objects are not
-// thread-safe, as the vendors document: two threads calling on one at once is
-// Misuse.
+// MemFree, MemFreeHost and MemHostUnregister unless FAKEGPU_SYNC_FREE=0) fails
+// the same way while any stream of the context captures, from any thread in any
+// mode: a capturing stream cannot be synchronized. An executable graph runs its
+// recorded work in order as one operation of the stream it is launched on,
+// after the previous launch of the same executable, wherever that was. Graph
+// objects are not thread-safe, as the vendors document: two threads calling on
+// one at once is Misuse.
 inline constexpr int kCaptureModeGlobal = 0;
 inline constexpr int kCaptureModeThreadLocal = 1;
 inline constexpr int kCaptureModeRelaxed = 2;
@@ -282,6 +291,16 @@ Result MemFreeAsync(DevicePtr dptr, StreamHandle stream);
 Result MemHostAlloc(void** pp, size_t bytes, unsigned int flags);
 Result MemFreeHost(void* p);
 Result MemHostGetDevicePointer(DevicePtr* pdptr, void* p, unsigned int flags);
+// Page-locks the caller's memory [p, p + bytes) and makes it pinned memory
+// of the emulation (copies, and with kHostRegisterDevicemap kernels through
+// MemHostGetDevicePointer, reach it) until MemHostUnregister(p), which
+// synchronizes the context as MemFreeHost does and must name the base
+// address given here. The memory stays the caller's: work that touches it
+// after the unregistration faults, and the caller must not unmap it
+// before. kHostRegisterIoMemory and kHostRegisterReadOnly: kNotSupported
+// (the emulation has no such memory).
+Result MemHostRegister(void* p, size_t bytes, unsigned int flags);
+Result MemHostUnregister(void* p);
 Result MemGetInfo(size_t* free, size_t* total);
 Result MemcpyHtoDAsync(DevicePtr dst, const void* src, size_t n,
                        StreamHandle stream);

@@ -95,16 +95,18 @@ Result Allocate(const Context& ctx, size_t size, bool pinned, unsigned flags,
   return Result::kSuccess;
 }
 
-// Frees the allocation based at `base` of the given kind (any context's);
-// Result::kInvalidValue if there is none. Work that still uses it
-// faults when it runs.
-Result Free(uintptr_t base, bool pinned) {
+// Frees the allocation based at `base` of the given kind (any context's;
+// `registered`: MemHostRegister's); `missing` if there is none. Work that
+// still uses it faults when it runs.
+Result Free(uintptr_t base, bool pinned, bool registered = false,
+            Result missing = Result::kInvalidValue) {
   std::shared_ptr<Allocation> freed;
   Table& t = table();
   std::lock_guard<std::mutex> lock(t.mu);
   auto it = t.by_base.find(base);
-  if (it == t.by_base.end() || it->second->pinned != pinned) {
-    return Result::kInvalidValue;
+  if (it == t.by_base.end() || it->second->pinned != pinned ||
+      it->second->registered != registered) {
+    return missing;
   }
   freed = std::move(it->second);
   t.by_base.erase(it);
@@ -130,6 +132,7 @@ bool Pinned(const Stream& stream, uintptr_t addr, size_t len) {
 }  // namespace
 
 Allocation::~Allocation() {
+  if (registered) return;
   if (arena != nullptr) {
     arena->Give(base, reserved);
   } else {
@@ -339,8 +342,62 @@ Result MemFreeHost(void* p) {
   return Free(reinterpret_cast<uintptr_t>(p), true);
 }
 
+Result MemHostRegister(void* p, size_t bytesize, unsigned int Flags) {
+  std::shared_ptr<Context> ctx;
+  if (Result r = CurrentContext(Sticky::kFail, &ctx); r != Result::kSuccess) {
+    return r;
+  }
+  constexpr unsigned kKnown = kHostRegisterPortable | kHostRegisterDevicemap |
+                              kHostRegisterIoMemory | kHostRegisterReadOnly;
+  if (p == nullptr || bytesize == 0 || (Flags & ~kKnown) != 0) {
+    return Result::kInvalidValue;
+  }
+  if ((Flags & (kHostRegisterIoMemory | kHostRegisterReadOnly)) != 0) {
+    return Result::kNotSupported;
+  }
+  if (Result r = CheckCaptureSafe(); r != Result::kSuccess) return r;
+  const uintptr_t base = reinterpret_cast<uintptr_t>(p);
+  if (bytesize > UINTPTR_MAX - base) return Result::kInvalidValue;
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  if (ctx->destroyed()) return Result::kContextIsDestroyed;
+  // Any live allocation overlapping the range: pinned memory is registered
+  // already; "device" memory of the emulation is host memory too, and a
+  // range that reaches into it is not the caller's to register.
+  auto next = t.by_base.lower_bound(base);
+  if (next != t.by_base.end() && next->first < base + bytesize) {
+    return Result::kHostMemoryAlreadyRegistered;
+  }
+  if (next != t.by_base.begin() &&
+      std::prev(next)->first + std::prev(next)->second->reserved > base) {
+    return Result::kHostMemoryAlreadyRegistered;
+  }
+  auto allocation = std::make_shared<Allocation>(base, bytesize, bytesize, true,
+                                                 Flags, ctx.get());
+  allocation->registered = true;
+  t.by_base.emplace(base, std::move(allocation));
+  return Result::kSuccess;
+}
+
+// Synchronizes the context, as MemFreeHost does.
+Result MemHostUnregister(void* p) {
+  std::shared_ptr<Context> ctx;
+  if (Result r = CurrentContext(Sticky::kIgnore, &ctx); r != Result::kSuccess) {
+    return r;
+  }
+  if (p == nullptr) return Result::kInvalidValue;
+  if (Result r = CheckCaptureSafe(); r != Result::kSuccess) return r;
+  if (GetConfig()->sync_free) {
+    if (Result r = CheckNoCaptureIn(*ctx); r != Result::kSuccess) return r;
+    DrainContext(*ctx);
+  }
+  return Free(reinterpret_cast<uintptr_t>(p), true, /*registered=*/true,
+              Result::kHostMemoryNotRegistered);
+}
+
 // The device address is the host address. As documented, the memory must
-// come from MemHostAlloc with kHostAllocDevicemap, and Flags be 0.
+// come from MemHostAlloc with kHostAllocDevicemap (or MemHostRegister with
+// kHostRegisterDevicemap), and Flags be 0.
 Result MemHostGetDevicePointer(DevicePtr* pdptr, void* p, unsigned int Flags) {
   std::shared_ptr<Context> ctx;
   if (Result r = CurrentContext(Sticky::kFail, &ctx); r != Result::kSuccess) {

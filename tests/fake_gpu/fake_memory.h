@@ -47,6 +47,9 @@ struct Allocation {
   // The device arena the storage came from (device memory with
   // Config::page_bytes), or null (aligned_alloc). Set before it is shared.
   Arena* arena = nullptr;
+  // The storage is the caller's (MemHostRegister): never freed here. Set
+  // before it is shared.
+  bool registered = false;
 };
 
 // Who may access a range.

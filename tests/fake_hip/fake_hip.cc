@@ -41,6 +41,7 @@ static_assert(gpu::kStreamNonBlocking == api::kStreamNonBlocking);
 static_assert(gpu::kEventDisableTiming == api::kEventDisableTiming);
 static_assert(gpu::kHostAllocPortable == api::kHostMallocPortable);
 static_assert(gpu::kHostAllocDevicemap == api::kHostMallocMapped);
+static_assert(gpu::kHostRegisterDevicemap == api::kHostRegisterMapped);
 
 Error ToHip(gpu::Result r) {
   switch (r) {
@@ -86,6 +87,10 @@ Error ToHip(gpu::Result r) {
       return api::kErrorStreamCaptureWrongThread;
     case gpu::Result::kIllegalState:
       return api::kErrorIllegalState;
+    case gpu::Result::kHostMemoryAlreadyRegistered:
+      return api::kErrorHostMemoryAlreadyRegistered;
+    case gpu::Result::kHostMemoryNotRegistered:
+      return api::kErrorHostMemoryNotRegistered;
     case gpu::Result::kIllegalAddress:
       return api::kErrorIllegalAddress;
     // HIP has no code for these faults: its launch failure.
@@ -537,6 +542,19 @@ FAKEHIP_EXPORT Error hipHostMalloc(void** ptr, size_t size,
 
 FAKEHIP_EXPORT Error hipHostFree(void* ptr) {
   return ToHip(gpu::MemFreeHost(ptr));
+}
+
+// hipHostRegisterDefault (0) is "mapped and portable" in HIP.
+FAKEHIP_EXPORT Error hipHostRegister(void* host_ptr, size_t size,
+                                     unsigned int flags) {
+  if (flags == 0) {
+    flags = gpu::kHostRegisterPortable | gpu::kHostRegisterDevicemap;
+  }
+  return ToHip(gpu::MemHostRegister(host_ptr, size, flags));
+}
+
+FAKEHIP_EXPORT Error hipHostUnregister(void* host_ptr) {
+  return ToHip(gpu::MemHostUnregister(host_ptr));
 }
 
 FAKEHIP_EXPORT Error hipHostGetDevicePointer(void** device_ptr, void* host_ptr,

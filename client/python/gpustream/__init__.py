@@ -18,6 +18,7 @@ from gpustream._errors import Error
 from gpustream._objects import (EQUAL, GREATER_EQUAL, Buffer, Event, Flag,
                                 Graph, WaitCondition)
 from gpustream._queue import Queue
+from gpustream._shared import SharedBuffer
 from gpustream._session import Session
 
 # The project's one version number (server/version.h): the daemon, gpustreamctl
@@ -27,5 +28,5 @@ __version__ = "0.1.0"
 __all__ = [
     "Buffer", "CLOSE_TIMEOUT_S", "Client", "EQUAL", "Error", "Event", "Flag",
     "GREATER_EQUAL", "Graph", "MAX_VERSION", "MIN_VERSION", "Queue", "Session",
-    "WaitCondition", "connect",
+    "SharedBuffer", "WaitCondition", "connect",
 ]

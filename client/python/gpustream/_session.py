@@ -13,6 +13,7 @@ from gpustream._errors import Error
 from gpustream._objects import Buffer, Event, Flag, checked_int, u64
 from gpustream._proto import pb
 from gpustream._queue import Queue
+from gpustream._shared import SharedBuffer, fetch_mapping
 
 _MEMORY_KINDS = {
     "device": pb.MEMORY_KIND_DEVICE,
@@ -44,6 +45,7 @@ class Session:
                                  response.default_queue_id, self.public_id)
         self.default_queue = Queue(self, response.default_queue_id,
                                    owned=False)
+        self._share_socket: Optional[str] = None  # GetServerInfo's, asked once.
 
     @property
     def closed(self) -> bool:
@@ -119,6 +121,41 @@ class Session:
                         f"{buffer_id} ({size} bytes, {kind})", fill,
                         ack=True).wait(None)
         return Buffer(self, buffer_id, size, kind)
+
+    def allocate_shared(self, size_bytes: int) -> SharedBuffer:
+        """Allocates ``size_bytes`` of HOST_SHARED memory that this process
+        maps too (same host only): ``buffer.memory`` is a writable
+        ``memoryview``, ``buffer.array(dtype)`` a numpy array over it.
+        FAILED_PRECONDITION where the daemon serves no share socket."""
+        self._check()
+        size = u64(size_bytes, "size_bytes")
+        if self._share_socket is None:
+            info = self._core.unary("GetServerInfo", pb.GetServerInfoRequest())
+            self._share_socket = info.share_socket
+        if not self._share_socket:
+            raise Error(grpc.StatusCode.FAILED_PRECONDITION,
+                        "allocate_shared: the daemon serves no share socket "
+                        "(sharing is off there, or it listens on no unix "
+                        "socket)")
+        buffer_id = self._core.mint_id()
+
+        def fill(command: Any) -> None:
+            allocate = command.allocate_buffer
+            allocate.id = buffer_id
+            allocate.size_bytes = size
+            allocate.kind = pb.MEMORY_KIND_HOST_SHARED
+
+        result = self._core.call(None, "allocate_buffer",
+                                 f"{buffer_id} ({size} bytes, host_shared)",
+                                 fill).wait(None)
+        try:
+            mapping, _ = fetch_mapping(self._share_socket,
+                                       self._core.session_id,
+                                       result.allocate_buffer.share_ticket)
+        except Error:
+            Buffer(self, buffer_id, size, "host_shared").close()
+            raise
+        return SharedBuffer(self, buffer_id, size, mapping)
 
     def close(self) -> None:
         """Closes the session on the daemon (after the commands enqueued

@@ -200,3 +200,29 @@ def test_the_package_works_without_numpy(daemon):
                          capture_output=True, text=True, timeout=60, env=env)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "no numpy ok" in run.stdout
+
+
+def test_shared_buffer_is_the_data_plane(session):
+    size = (1 << 20) + 12  # Not a whole page.
+    shared = session.allocate_shared(size)
+    assert isinstance(shared, gpustream.SharedBuffer)
+    assert len(shared.memory) == size and not shared.memory.readonly
+    assert shared.array().sum() == 0  # Zeroed, like every buffer.
+    data = np.random.default_rng(3).integers(0, 256, size, dtype=np.uint8)
+    shared.array()[:] = data
+    device = session.allocate(size)
+    queue = session.default_queue
+    queue.copy(shared, device)
+    assert bytes(queue.read(device)) == data.tobytes()
+    # Device work's bytes show in the mapping once synchronized.
+    queue.fill(device, 0xA5A5A5A5, size=4096)
+    queue.copy(device, shared, size=4096, dst_offset=8)
+    queue.synchronize()
+    assert bytes(shared.memory[8:8 + 4096]) == b"\xa5" * 4096
+    assert shared.memory[8 + 4096] == data[8 + 4096]
+    # Still mapped after the buffer is freed.
+    view = shared.array(np.uint32)
+    shared.close()
+    queue.synchronize()
+    view[0] = 7
+    assert view[0] == 7

@@ -28,6 +28,17 @@ absl::StatusOr<std::unique_ptr<CpuBuffer>> CpuBuffer::Create(
         "size_bytes ", size, " exceeds the device's free memory (",
         pool->limit() - pool->used(), " of ", pool->limit(), " bytes free)"));
   }
+  if (kind == MemoryKind::kHostShared) {
+    absl::StatusOr<std::shared_ptr<SharedRegion>> region =
+        SharedRegion::Create(size);
+    if (!region.ok()) {
+      pool->Release(size);
+      return region.status();
+    }
+    std::byte* data = (*region)->data();
+    return std::unique_ptr<CpuBuffer>(
+        new CpuBuffer(std::move(pool), data, size, kind, *std::move(region)));
+  }
   // calloc of 0 bytes may return nullptr; a 1-byte block keeps data() valid.
   void* data = std::calloc(size == 0 ? 1 : size, 1);
   if (data == nullptr) {
@@ -36,11 +47,11 @@ absl::StatusOr<std::unique_ptr<CpuBuffer>> CpuBuffer::Create(
         absl::StrCat("host allocation of ", size, " bytes failed"));
   }
   return std::unique_ptr<CpuBuffer>(new CpuBuffer(
-      std::move(pool), static_cast<std::byte*>(data), size, kind));
+      std::move(pool), static_cast<std::byte*>(data), size, kind, nullptr));
 }
 
 CpuBuffer::~CpuBuffer() {
-  std::free(data_);
+  if (region_ == nullptr) std::free(data_);
   pool_->Release(size_);
 }
 

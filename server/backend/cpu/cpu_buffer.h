@@ -28,8 +28,9 @@ class CpuMemoryPool {
   std::atomic<uint64_t> used_{0};
 };
 
-// Zero-filled memory (tenants never see each other's old data). The buffer
-// returns its bytes to the pool when the last reference goes away.
+// Zero-filled memory (tenants never see each other's old data): calloc'd,
+// or a SharedRegion for kHostShared. The buffer returns its bytes to the
+// pool when the last reference goes away.
 class CpuBuffer : public Buffer {
  public:
   static absl::StatusOr<std::unique_ptr<CpuBuffer>> Create(
@@ -40,15 +41,23 @@ class CpuBuffer : public Buffer {
 
   uint64_t size() const override { return size_; }
   MemoryKind kind() const override { return kind_; }
+  std::shared_ptr<const SharedRegion> shared_region() const override {
+    return region_;
+  }
   std::byte* data() { return data_; }
 
  private:
   CpuBuffer(std::shared_ptr<CpuMemoryPool> pool, std::byte* data, uint64_t size,
-            MemoryKind kind)
-      : pool_(std::move(pool)), data_(data), size_(size), kind_(kind) {}
+            MemoryKind kind, std::shared_ptr<SharedRegion> region)
+      : pool_(std::move(pool)),
+        region_(std::move(region)),
+        data_(data),
+        size_(size),
+        kind_(kind) {}
 
   std::shared_ptr<CpuMemoryPool> pool_;
-  std::byte* data_;  // Owned; from calloc.
+  const std::shared_ptr<SharedRegion> region_;  // kHostShared only.
+  std::byte* data_;  // Owned (from calloc) unless region_ holds it.
   const uint64_t size_;
   const MemoryKind kind_;
 };

@@ -469,6 +469,18 @@ absl::Status CudaAdapter::HostFree(void* host) const {
   return ToStatus(driver_->cuMemFreeHost(host), "cuMemFreeHost", driver_.get());
 }
 
+absl::Status CudaAdapter::HostRegister(void* host, size_t bytes) const {
+  return ToStatus(driver_->cuMemHostRegister(host, bytes,
+                                             CU_MEMHOSTREGISTER_DEVICEMAP |
+                                                 CU_MEMHOSTREGISTER_PORTABLE),
+                  "cuMemHostRegister", driver_.get());
+}
+
+absl::Status CudaAdapter::HostUnregister(void* host) const {
+  return ToStatus(driver_->cuMemHostUnregister(host), "cuMemHostUnregister",
+                  driver_.get());
+}
+
 absl::StatusOr<GpuDeviceptr> CudaAdapter::HostDevicePointer(void* host) const {
   CUdeviceptr ptr = 0;
   if (absl::Status s =

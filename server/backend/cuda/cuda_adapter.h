@@ -70,6 +70,8 @@ class CudaAdapter : public GpuDriver {
   absl::StatusOr<void*> HostAlloc(size_t bytes, bool mapped) const override;
   absl::Status HostFree(void* host) const override;
   absl::StatusOr<GpuDeviceptr> HostDevicePointer(void* host) const override;
+  absl::Status HostRegister(void* host, size_t bytes) const override;
+  absl::Status HostUnregister(void* host) const override;
   absl::Status MemcpyHtoDAsync(GpuDeviceptr dst, const void* src, size_t bytes,
                                GpuStreamHandle stream) const override;
   absl::Status MemcpyDtoHAsync(void* dst, GpuDeviceptr src, size_t bytes,

@@ -57,6 +57,8 @@ struct CudaDriver {
   X(cuMemHostAlloc) \
   X(cuMemFreeHost) \
   X(cuMemHostGetDevicePointer) \
+  X(cuMemHostRegister) \
+  X(cuMemHostUnregister) \
   X(cuMemGetInfo) \
   X(cuMemcpyHtoDAsync) \
   X(cuMemcpyDtoHAsync) \

@@ -254,6 +254,11 @@ class GpuDevice : public Device {
   // context, as a plain free does (CUDA's cuMemFree waits for every stream,
   // other tenants' included). MemAlloc otherwise.
   absl::Status AllocateDevice(uint64_t bytes, GpuDeviceptr* ptr, bool* pooled);
+  // HOST_SHARED memory: a SharedRegion (zero-filled by the kernel),
+  // registered with the driver so that copies are DMA from its pages and
+  // kernels reach it at *ptr.
+  absl::Status AllocateShared(uint64_t bytes, GpuDeviceptr* ptr,
+                              std::shared_ptr<SharedRegion>* region);
   // The memory stream of this epoch, created on first use.
   absl::Status MemoryStream() ABSL_EXCLUSIVE_LOCKS_REQUIRED(memory_mu_);
   absl::Mutex memory_mu_;

@@ -1,7 +1,8 @@
 // Memory of a GPU device: DEVICE buffers from the device's memory pool
 // (stream-ordered, so that freeing never synchronizes the context) or
-// MemAlloc, HOST_PINNED buffers from mapped HostAlloc, and the memory
-// stream that zeroes and frees them.
+// MemAlloc, HOST_PINNED buffers from mapped HostAlloc, HOST_SHARED ones
+// from a registered SharedRegion, and the memory stream that zeroes and
+// frees them.
 #include <algorithm>
 #include <cstring>
 
@@ -23,8 +24,12 @@ absl::StatusOr<std::shared_ptr<Buffer>> GpuDevice::Allocate(uint64_t size,
   void* host = nullptr;
   absl::Status s;
   bool pooled = false;
+  std::shared_ptr<SharedRegion> region;
   if (kind == MemoryKind::kDevice) {
     s = AllocateDevice(bytes, &ptr, &pooled);
+  } else if (kind == MemoryKind::kHostShared) {
+    s = AllocateShared(size, &ptr, &region);
+    if (s.ok()) host = region->data();
   } else {
     absl::StatusOr<void*> mapped = driver_->HostAlloc(bytes, /*mapped=*/true);
     s = Check(mapped.status());
@@ -53,7 +58,8 @@ absl::StatusOr<std::shared_ptr<Buffer>> GpuDevice::Allocate(uint64_t size,
     return s;
   }
   return std::shared_ptr<Buffer>(
-      new GpuBuffer(this, ptr, host, size, kind, pooled, epoch()),
+      new GpuBuffer(this, ptr, host, size, kind, pooled, epoch(),
+                    std::move(region)),
       [this](Buffer* b) {
         cleanup_->Post([this, b] {
           absl::ReaderMutexLock lock(&reset_mu_);
@@ -98,6 +104,27 @@ absl::Status GpuDevice::AllocateDevice(uint64_t bytes, GpuDeviceptr* ptr,
   }
   if (!s.ok()) FreeDevice(*ptr, *pooled);
   return s;
+}
+
+absl::Status GpuDevice::AllocateShared(uint64_t bytes, GpuDeviceptr* ptr,
+                                       std::shared_ptr<SharedRegion>* region) {
+  absl::StatusOr<std::shared_ptr<SharedRegion>> created =
+      SharedRegion::Create(bytes);
+  if (!created.ok()) return created.status();
+  // Whole pages: the driver pins pages, and the client maps whole ones.
+  void* host = (*created)->data();
+  absl::Status s =
+      Check(driver_->HostRegister(host, (*created)->mapped_bytes()));
+  if (!s.ok()) return s;
+  absl::StatusOr<GpuDeviceptr> device_ptr = driver_->HostDevicePointer(host);
+  if (s = Check(device_ptr.status()); !s.ok()) {
+    absl::WriterMutexLock no_capture(&capture_mu_);  // It synchronizes.
+    driver_->HostUnregister(host).IgnoreError();
+    return s;
+  }
+  *ptr = *device_ptr;
+  *region = *std::move(created);
+  return absl::OkStatus();
 }
 
 void GpuDevice::FlushCleanup() {

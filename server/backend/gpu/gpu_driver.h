@@ -196,6 +196,11 @@ class GpuDriver {
   virtual absl::StatusOr<void*> HostAlloc(size_t bytes, bool mapped) const = 0;
   virtual absl::Status HostFree(void* host) const = 0;
   virtual absl::StatusOr<GpuDeviceptr> HostDevicePointer(void* host) const = 0;
+  // Page-locks the caller's memory and maps it for the device (reachable at
+  // HostDevicePointer) until HostUnregister(host), which synchronizes the
+  // context like HostFree; the memory must stay mapped until then.
+  virtual absl::Status HostRegister(void* host, size_t bytes) const = 0;
+  virtual absl::Status HostUnregister(void* host) const = 0;
   virtual absl::Status MemcpyHtoDAsync(GpuDeviceptr dst, const void* src,
                                        size_t bytes,
                                        GpuStreamHandle stream) const = 0;

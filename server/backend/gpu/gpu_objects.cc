@@ -19,13 +19,15 @@ GpuBuffer::~GpuBuffer() {
   if (epoch_ != device_->epoch() || !device_->MakeCurrent().ok()) return;
   if (kind_ == MemoryKind::kDevice) {
     device_->FreeDevice(ptr_, pooled_);
-  } else {
-    // Synchronizes the context (cuda.h): it waits for work already issued,
-    // which never includes a wait that nothing will satisfy (WaitFlag);
-    // not during a capture (GpuDevice::capture_mu).
-    absl::WriterMutexLock no_capture(&device_->capture_mu());
-    device_->Warn(device_->driver().HostFree(host_));
+    return;
   }
+  // Both synchronize the context (cuda.h): they wait for work already
+  // issued, which never includes a wait that nothing will satisfy
+  // (WaitFlag); not during a capture (GpuDevice::capture_mu).
+  absl::WriterMutexLock no_capture(&device_->capture_mu());
+  device_->Warn(kind_ == MemoryKind::kHostShared
+                    ? device_->driver().HostUnregister(host_)
+                    : device_->driver().HostFree(host_));
 }
 
 // --- Events -----------------------------------------------------------------

@@ -23,33 +23,41 @@ namespace gpustream::backend {
 class GpuDevice;
 class GpuQueueCore;
 
-// Pool or MemAlloc memory (DEVICE, GpuDevice::AllocateDevice) or
-// mapped HostAlloc memory (HOST_PINNED, which kernels reach through
-// `ptr`). Freed on the device's cleanup thread.
+// Pool or MemAlloc memory (DEVICE, GpuDevice::AllocateDevice), mapped
+// HostAlloc memory (HOST_PINNED) or a registered SharedRegion
+// (HOST_SHARED); kernels reach host memory through `ptr`. Freed (or
+// unregistered) on the device's cleanup thread.
 class GpuBuffer : public Buffer {
  public:
   GpuBuffer(GpuDevice* device, GpuDeviceptr ptr, void* host, uint64_t size,
-            MemoryKind kind, bool pooled, uint64_t epoch)
+            MemoryKind kind, bool pooled, uint64_t epoch,
+            std::shared_ptr<SharedRegion> region = nullptr)
       : device_(device),
         ptr_(ptr),
         host_(host),
         size_(size),
         kind_(kind),
         pooled_(pooled),
-        epoch_(epoch) {}
+        epoch_(epoch),
+        region_(std::move(region)) {}
   ~GpuBuffer() override;
   uint64_t size() const override { return size_; }
   MemoryKind kind() const override { return kind_; }
+  std::shared_ptr<const SharedRegion> shared_region() const override {
+    return region_;
+  }
   GpuDeviceptr ptr() const { return ptr_; }
 
  private:
   GpuDevice* const device_;
   const GpuDeviceptr ptr_;
-  void* const host_;  // HOST_PINNED only.
+  void* const host_;  // HOST_PINNED and HOST_SHARED only.
   const uint64_t size_;
   const MemoryKind kind_;
   const bool pooled_;  // From the device's memory pool.
   const uint64_t epoch_;
+  // HOST_SHARED: unmapped only after the destructor unregistered it.
+  const std::shared_ptr<SharedRegion> region_;
 };
 
 // One RecordEvent (or WaitQueue marker) on a pooled native event. Waits hold

@@ -366,6 +366,17 @@ absl::Status HipAdapter::HostFree(void* host) const {
   return ToStatus(driver_->hipHostFree(host), "hipHostFree", driver_.get());
 }
 
+absl::Status HipAdapter::HostRegister(void* host, size_t bytes) const {
+  return ToStatus(
+      driver_->hipHostRegister(host, bytes, hipapi::kHostRegisterMapped),
+      "hipHostRegister", driver_.get());
+}
+
+absl::Status HipAdapter::HostUnregister(void* host) const {
+  return ToStatus(driver_->hipHostUnregister(host), "hipHostUnregister",
+                  driver_.get());
+}
+
 absl::StatusOr<GpuDeviceptr> HipAdapter::HostDevicePointer(void* host) const {
   void* ptr = nullptr;
   if (absl::Status s = ToStatus(driver_->hipHostGetDevicePointer(&ptr, host, 0),

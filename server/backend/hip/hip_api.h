@@ -34,6 +34,8 @@ enum Error : int {
   kErrorLaunchTimeOut = 702,
   kErrorContextIsDestroyed = 709,
   kErrorAssert = 710,
+  kErrorHostMemoryAlreadyRegistered = 712,
+  kErrorHostMemoryNotRegistered = 713,
   kErrorLaunchFailure = 719,
   kErrorNotSupported = 801,
   kErrorStreamCaptureUnsupported = 900,
@@ -89,6 +91,7 @@ constexpr unsigned kStreamNonBlocking = 1;   // hipStreamNonBlocking
 constexpr unsigned kEventDisableTiming = 2;  // hipEventDisableTiming
 constexpr unsigned kHostMallocPortable = 1;  // hipHostMallocPortable
 constexpr unsigned kHostMallocMapped = 2;    // hipHostMallocMapped
+constexpr unsigned kHostRegisterMapped = 2;  // hipHostRegisterMapped
 
 // hipDeviceProp_t as hipGetDeviceProperties fills it (ROCm 5.x; ROCm 6
 // keeps this layout under the same symbol): only gcnArchName is read.
@@ -139,6 +142,9 @@ struct DeviceProp {
   X(hipFreeAsync, Error, (void* ptr, Stream* stream))                        \
   X(hipHostMalloc, Error, (void** ptr, size_t size, unsigned int flags))     \
   X(hipHostFree, Error, (void* ptr))                                         \
+  X(hipHostRegister, Error,                                                  \
+    (void* host_ptr, size_t size, unsigned int flags))                       \
+  X(hipHostUnregister, Error, (void* host_ptr))                              \
   X(hipHostGetDevicePointer, Error,                                          \
     (void** device_ptr, void* host_ptr, unsigned int flags))                 \
   X(hipMemGetInfo, Error, (size_t* free, size_t* total))                     \
