@@ -47,6 +47,8 @@ class EchoService : public Echo::CallbackService {
   grpc::ServerUnaryReactor* Ping(grpc::CallbackServerContext* ctx,
                                  const EchoMessage* req,
                                  EchoMessage* resp) override;
+  grpc::ServerBidiReactor<EchoMessage, EchoMessage>* PingStream(
+      grpc::CallbackServerContext* ctx) override;
 };
 
 // gpustreamd inside this process, so that client and server share the
@@ -89,8 +91,11 @@ struct SyncFigures {
   Latency echo;         // The bare gRPC unary echo: the floor.
   Latency sync_unary;   // SynchronizeQueue as a raw unary RPC.
   Latency sync_stream;  // queue.synchronize() on the Submit stream.
+  // A ping-pong on an open bidirectional stream, messages as large as a
+  // synchronize's on Submit: the floor of sync_stream.
+  Latency bidi;
 };
-// The three round trips on the idle `queue` of `c`, `n` times each,
+// The four round trips on the idle `queue` of `c`, `n` times each,
 // interleaved.
 SyncFigures MeasureSyncRoundTrips(BenchClient& c, client::Queue& queue, int n);
 

@@ -1,5 +1,6 @@
 #include "server/log/log.h"
 
+#include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -36,9 +37,15 @@ spdlog::level::level_enum ToSpd(Level level) {
   return spdlog::level::info;
 }
 
-std::shared_ptr<spdlog::logger> MakeLogger(Level level, Format format) {
-  auto logger = std::make_shared<spdlog::logger>(
-      "gpustreamd", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+std::shared_ptr<spdlog::logger> MakeLogger(Level level, Format format,
+                                           const std::string& file = "") {
+  spdlog::sink_ptr sink;
+  if (file.empty()) {
+    sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  } else {
+    sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(file);
+  }
+  auto logger = std::make_shared<spdlog::logger>("gpustreamd", sink);
   // The event's name and fields come pre-rendered in %v; the pattern adds
   // the time (UTC, milliseconds) and the level.
   logger->set_pattern(format == Format::kJson
@@ -169,9 +176,9 @@ absl::StatusOr<Format> ParseFormat(absl::string_view text) {
       absl::StrCat("--log_format=", text, ": expected text or json"));
 }
 
-void Init(Level level, Format format) {
+void Init(Level level, Format format, const std::string& file) {
   g_format = format;
-  Logger() = MakeLogger(level, format);
+  Logger() = MakeLogger(level, format, file);
 }
 
 bool Enabled(Level level) { return Current().should_log(ToSpd(level)); }

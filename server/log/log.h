@@ -45,7 +45,9 @@ absl::StatusOr<Level> ParseLevel(absl::string_view text);
 // "text" | "json".
 absl::StatusOr<Format> ParseFormat(absl::string_view text);
 
-void Init(Level level, Format format);
+// Logs go to stderr, or with `file` appended to that file (created if
+// missing; benchmarks keep the daemon's lines out of their figures).
+void Init(Level level, Format format, const std::string& file = "");
 bool Enabled(Level level);
 
 // `message` with every run of 32 or more hex digits (the shape of a session
