@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "server/log/log.h"
 
@@ -64,9 +65,28 @@ std::vector<Latency> MeasureInterleaved(
     double sum = 0;
     for (double u : v) sum += u;
     const double mean = v.empty() ? 0 : sum / v.size();
-    out.push_back({Median(v), mean});
+    std::vector<double> samples = v;
+    out.push_back({Median(v), mean, std::move(samples)});
   }
   return out;
+}
+
+void WriteFigures(const std::string& dir, const std::string& name,
+                  const std::string& json) {
+  if (dir.empty()) return;
+  const std::string path = absl::StrCat(dir, "/", name, ".json");
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  Check(f != nullptr && std::fputs(json.c_str(), f) >= 0 && std::fclose(f) == 0,
+        path.c_str());
+}
+
+std::string JsonArray(const std::vector<double>& values) {
+  std::string out = "[";
+  for (size_t i = 0; i < values.size(); ++i) {
+    absl::StrAppend(&out, i == 0 ? "" : ",",
+                    absl::StrFormat("%.3f", values[i]));
+  }
+  return out + "]";
 }
 
 grpc::ServerUnaryReactor* EchoService::Ping(grpc::CallbackServerContext* ctx,

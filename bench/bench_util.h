@@ -32,7 +32,15 @@ void Check(const absl::Status& status, const char* what);
 struct Latency {
   double median_us;
   double mean_us;
+  std::vector<double> samples_us;  // Every round trip, in order.
 };
+
+// Figures for tools/plot_bench.py: `json` (an object) written to
+// DIR/NAME.json when `dir` is not empty; exits naming the file if it
+// cannot. JsonArray: "[v1, v2, ...]".
+void WriteFigures(const std::string& dir, const std::string& name,
+                  const std::string& json);
+std::string JsonArray(const std::vector<double>& values);
 
 // Runs each of `ops` n times, interleaved in chunks so that drift in the
 // machine's speed hits all alike; returns each one's median and mean in

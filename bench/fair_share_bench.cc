@@ -36,6 +36,7 @@
 #include "absl/flags/parse.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -53,6 +54,9 @@ ABSL_FLAG(uint32_t, threads, 0,
           "more than one queue can use)");
 ABSL_FLAG(int, depth, 2, "Launch chains kept going per queue");
 ABSL_FLAG(int, noop_launches, 200000, "Launches per noop-rate figure");
+ABSL_FLAG(std::string, samples_dir, "",
+          "Where to write fair_share.json (each tenant's launches/s per "
+          "100 ms of each scenario) for tools/plot_bench.py; empty: nowhere");
 
 namespace gpustream::bench {
 namespace {
@@ -123,8 +127,12 @@ struct Share {
   std::string name;
   uint32_t weight;
   double launches_per_s;
-  double busy_share;  // Of all busy time in the window.
+  double busy_share;           // Of all busy time in the window.
+  std::vector<double> series;  // Launches/s in each kInterval of the window.
 };
+
+// The time series' step.
+constexpr absl::Duration kInterval = absl::Milliseconds(100);
 
 // Runs the tenants' chains; each tenant's throughput in the window.
 std::vector<Share> Measure(CpuDevice& device, const Kernel& spin,
@@ -163,7 +171,20 @@ std::vector<Share> Measure(CpuDevice& device, const Kernel& spin,
     busy0.push_back(t->account->busy_ns.load());
   }
   const absl::Time start = absl::Now();
-  absl::SleepFor(absl::Seconds(absl::GetFlag(FLAGS_seconds)));
+  const absl::Time end = start + absl::Seconds(absl::GetFlag(FLAGS_seconds));
+  std::vector<std::vector<double>> series(tenants.size());
+  std::vector<uint64_t> last = launches0;
+  for (absl::Time tick = start; tick < end;) {
+    const absl::Time next = std::min(tick + kInterval, end);
+    absl::SleepFor(next - absl::Now());
+    const double step = absl::ToDoubleSeconds(absl::Now() - tick);
+    tick = absl::Now();
+    for (size_t i = 0; i < tenants.size(); ++i) {
+      const uint64_t now = tenants[i]->launches.load();
+      series[i].push_back((now - last[i]) / step);
+      last[i] = now;
+    }
+  }
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   std::vector<Share> shares;
   double busy_total = 0;
@@ -175,7 +196,7 @@ std::vector<Share> Measure(CpuDevice& device, const Kernel& spin,
         {tenants[i]->spec.name, tenants[i]->spec.weight,
          static_cast<double>(tenants[i]->launches.load() - launches0[i]) /
              seconds,
-         busy});
+         busy, std::move(series[i])});
   }
   for (Share& s : shares) s.busy_share /= busy_total;
   run.stop.store(true);
@@ -212,6 +233,35 @@ double NoopRate(CpuDevice& device, const Kernel& noop, int queues, int n) {
   return n / absl::ToDoubleSeconds(absl::Now() - start);
 }
 
+// fair_share.json for tools/plot_bench.py: per scenario, each tenant's
+// launches/s over time.
+void WriteSeries(
+    const std::vector<std::pair<std::string, std::vector<Share>>>& runs) {
+  const std::string dir = absl::GetFlag(FLAGS_samples_dir);
+  if (dir.empty()) return;
+  std::string json = absl::StrFormat("{\"interval_s\": %.3f, \"scenarios\": {",
+                                     absl::ToDoubleSeconds(kInterval));
+  for (size_t r = 0; r < runs.size(); ++r) {
+    absl::StrAppend(&json, r == 0 ? "" : ", ", "\"", runs[r].first, "\": {");
+    for (size_t i = 0; i < runs[r].second.size(); ++i) {
+      const Share& s = runs[r].second[i];
+      std::string values;
+      for (size_t k = 0; k < s.series.size(); ++k) {
+        absl::StrAppendFormat(&values, "%s%.1f", k == 0 ? "" : ",",
+                              s.series[k]);
+      }
+      absl::StrAppend(&json, i == 0 ? "" : ", ", "\"", s.name, " (weight ",
+                      s.weight, ")\": [", values, "]");
+    }
+    absl::StrAppend(&json, "}");
+  }
+  absl::StrAppend(&json, "}}\n");
+  const std::string path = absl::StrCat(dir, "/fair_share.json");
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  Check(f != nullptr && std::fputs(json.c_str(), f) >= 0 && std::fclose(f) == 0,
+        "writing fair_share.json");
+}
+
 int Main() {
   uint32_t threads = absl::GetFlag(FLAGS_threads);
   if (threads == 0) {
@@ -241,6 +291,7 @@ int Main() {
   }
   std::printf("a. 8 tenants, equal weights\n");
   std::vector<Share> shares = Measure(device, spin, a);
+  const std::vector<Share> shares_a = shares;
   PrintShares(shares);
   const auto [slow, fast] = std::minmax_element(
       shares.begin(), shares.end(), [](const Share& x, const Share& y) {
@@ -259,6 +310,8 @@ int Main() {
   const double ratio = shares[0].launches_per_s / shares[1].launches_per_s;
   std::printf("  heavy / light: %.3f (goal 2.0 +- 0.1: %s)\n\n", ratio,
               ratio >= 1.9 && ratio <= 2.1 ? "met" : "MISSED");
+  WriteSeries({{"8 tenants, equal weights", shares_a},
+               {"2 tenants, weights 2:1", shares}});
 
   const int n = absl::GetFlag(FLAGS_noop_launches);
   std::printf("c. scheduling cost\n");

@@ -52,6 +52,9 @@ ABSL_FLAG(std::string, hip_runtime, "",
           "The HIP runtime library (empty: libamdhip64.so.6, then .so.5), or "
           "a path (bazel-bin/tests/fake_hip/libfakehip.so: the fake)");
 ABSL_FLAG(int, launches, 200000, "Launches per launch-rate figure");
+ABSL_FLAG(std::string, samples_dir, "",
+          "Where to write gpu_bench.json (the launch rates) for "
+          "tools/plot_bench.py; empty: nowhere");
 ABSL_FLAG(int, round_trips, 2000,
           "Rounds per latency figure (flag-gated starts, synchronize round "
           "trips)");
@@ -551,6 +554,13 @@ int Run() {
   PrintSyncFigures(f.sync, 58);
 
   PrintSummary(f, (*native)->vendor(), device, fake);
+  const std::string layer =
+      absl::StrCat(absl::GetFlag(FLAGS_backend), fake ? "_fake" : "");
+  WriteFigures(
+      absl::GetFlag(FLAGS_samples_dir), "gpu_bench",
+      absl::StrFormat("{\"launch_rates\": {\"submit_%s\": %.0f, "
+                      "\"native_%s\": %.0f}}\n",
+                      layer, f.daemon_launches, layer, f.native_launches));
   return 0;
 }
 

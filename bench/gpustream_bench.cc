@@ -36,6 +36,9 @@ ABSL_FLAG(bool, in_process_only, false,
 ABSL_FLAG(int, data_mib, 256,
           "MiB moved per data-plane figure (WriteBuffer, ReadBuffer, "
           "CopyBuffer from HOST_SHARED memory); 0 skips them");
+ABSL_FLAG(std::string, samples_dir, "",
+          "Where to write gpustream_bench.json (every latency sample and "
+          "the launch rates) for tools/plot_bench.py; empty: nowhere");
 ABSL_FLAG(bool, metrics, false,
           "Count every call in Prometheus metrics, as gpustreamd "
           "--metrics_listen does (to measure what that costs)");
@@ -97,6 +100,7 @@ double InProcessGraphLaunchRate(int n, int graph_size) {
 struct LoneLaunch {
   double median_us;
   double p99_us;
+  std::vector<double> samples_us;
 };
 LoneLaunch LoneLaunchLatency(BenchClient& c, client::Queue& queue, int n) {
   client::Flag flag = c.session->create_flag();
@@ -124,8 +128,9 @@ LoneLaunch LoneLaunchLatency(BenchClient& c, client::Queue& queue, int n) {
     waiter.join();
     us.push_back(absl::ToDoubleMicroseconds(done - start));
   }
+  std::vector<double> samples = us;
   std::sort(us.begin(), us.end());
-  return {us[us.size() / 2], us[us.size() * 99 / 100]};
+  return {us[us.size() / 2], us[us.size() * 99 / 100], std::move(samples)};
 }
 
 // Keeps the timed memcpy from being optimized away.
@@ -198,8 +203,9 @@ DataPlane MeasureDataPlane(BenchClient& c, client::Queue& queue, size_t bytes,
 // WaitFlag returns: each round the queue already holds
 // wait_for_host_value(gate, i), a noop launch and write_flag(done, i), and
 // a unary WaitFlag(done, i) is parked; timed from the unary SignalFlag's
-// start until the WaitFlag returns. Median in microseconds.
-double GatedStartLatency(BenchClient& c, client::Queue& queue, int n) {
+// start until the WaitFlag returns. Every round, in microseconds.
+std::vector<double> GatedStartLatency(BenchClient& c, client::Queue& queue,
+                                      int n) {
   client::Flag gate = c.session->create_flag();
   client::Flag done_flag = c.session->create_flag();
   Check(queue.synchronize(absl::Seconds(10)), "creating the flags");
@@ -236,12 +242,12 @@ double GatedStartLatency(BenchClient& c, client::Queue& queue, int n) {
     waiter.join();
     us.push_back(absl::ToDoubleMicroseconds(done - start));
   }
-  return Median(us);
+  return us;
 }
 
 struct TransportFigures {
   SyncFigures sync;
-  double gated_start_us;
+  std::vector<double> gated_start_us;
   double launches_per_s;
   double graph_launches_per_s;  // Effective: 64 per LaunchGraph.
   LoneLaunch lone;
@@ -299,8 +305,22 @@ int Run() {
                 memcpy_mb_s);
   }
   const char* names[] = {"unix socket", "TCP 127.0.0.1"};
+  const char* keys[] = {"unix", "tcp"};
+  std::string json =
+      absl::StrFormat("{\"launch_rates\": {\"in_process\": %.0f", in_process);
+  std::string latencies;
   for (int t = 0; t < 2; ++t) {
     TransportFigures f = MeasureTransport(daemon.addresses()[t]);
+    absl::StrAppendFormat(&json, ", \"submit_%s\": %.0f", keys[t],
+                          f.launches_per_s);
+    absl::StrAppendFormat(
+        &latencies,
+        "%s\"%s\": {\"echo\": %s, \"bidi\": %s, \"sync_stream\": %s, "
+        "\"gated_start\": %s, \"lone_launch\": %s}",
+        t == 0 ? "" : ", ", keys[t], JsonArray(f.sync.echo.samples_us),
+        JsonArray(f.sync.bidi.samples_us),
+        JsonArray(f.sync.sync_stream.samples_us), JsonArray(f.gated_start_us),
+        JsonArray(f.lone.samples_us));
     std::printf("\n[%s]\n", names[t]);
     PrintSyncFigures(f.sync, 48);
     std::printf(
@@ -311,6 +331,8 @@ int Run() {
                 "64-noop graph via LaunchGraph + 1 sync (effective)",
                 f.graph_launches_per_s,
                 f.graph_launches_per_s / f.launches_per_s);
+    std::vector<double> gated = f.gated_start_us;
+    const double gated_us = Median(gated);
     std::printf(
         "%-48s %9.0f µs median, %.0f µs p99  (%.2fx echo; goal <= 1.5x)\n",
         "lone launch: enqueue -> completion seen by host", f.lone.median_us,
@@ -318,8 +340,8 @@ int Run() {
     std::printf(
         "%-48s %9.0f µs median  (%.2fx idle-queue synchronize; goal <= "
         "1.2x)\n",
-        "SignalFlag -> gated launch -> host WaitFlag", f.gated_start_us,
-        f.gated_start_us / f.sync.sync_stream.median_us);
+        "SignalFlag -> gated launch -> host WaitFlag", gated_us,
+        gated_us / f.sync.sync_stream.median_us);
     if (absl::GetFlag(FLAGS_data_mib) > 0) {
       const int mib = absl::GetFlag(FLAGS_data_mib);
       auto row = [&](const char* what, double mb_s, double goal) {
@@ -335,6 +357,8 @@ int Run() {
       }
     }
   }
+  WriteFigures(absl::GetFlag(FLAGS_samples_dir), "gpustream_bench",
+               absl::StrCat(json, "}, \"latency_us\": {", latencies, "}}\n"));
   return 0;
 }
 

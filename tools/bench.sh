@@ -1,15 +1,48 @@
 #!/usr/bin/env bash
-# Builds and runs the benchmarks (figures in README.md): round trips and
-# launch rates (gpustream_bench), the CPU scheduler's fair shares
-# (fair_share_bench), and what 1,000 idle sessions cost a real daemon
-# (idle_sessions_bench). Arguments go to gpustream_bench.
+# Builds and runs the benchmarks (figures in README.md and
+# docs/benchmarks.md): round trips, launch rates and the data plane
+# (gpustream_bench), the CPU scheduler's fair shares (fair_share_bench), and
+# what 1,000 idle sessions cost a real daemon (idle_sessions_bench).
+#
+#   bash tools/bench.sh [--plots DIR] [gpustream_bench flags...]
+#
+# --plots DIR also runs the GPU benchmark on the fake CUDA driver (where the
+# build has CUDA support) and draws DIR/latency_cdf.png, launch_rates.png
+# and fair_share.png (tools/plot_bench.py, matplotlib) from the figures the
+# benches write into DIR. Other arguments go to gpustream_bench.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+plots=""
+args=()
+while (($#)); do
+  case $1 in
+    --plots) plots=${2:?--plots needs a folder}; shift 2 ;;
+    --plots=*) plots=${1#--plots=}; shift ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
+
 bash tools/setup.sh
-bazel build //bench:gpustream_bench //bench:fair_share_bench \
+bazel build -c opt //bench:gpustream_bench //bench:fair_share_bench \
   //bench:idle_sessions_bench //server:gpustreamd
 bin=bazel-out/k8-opt/bin
-"$bin/bench/gpustream_bench" "$@"
-"$bin/bench/fair_share_bench"
+samples=()
+if [[ -n $plots ]]; then
+  mkdir -p "$plots"
+  plots=$(cd "$plots" && pwd)
+  samples=("--samples_dir=$plots")
+fi
+"$bin/bench/gpustream_bench" ${samples[@]+"${samples[@]}"} \
+  ${args[@]+"${args[@]}"}
+# A missed fairness goal (exit 1) still lets the rest run and draw.
+status=0
+"$bin/bench/fair_share_bench" ${samples[@]+"${samples[@]}"} || status=$?
 "$bin/bench/idle_sessions_bench" --daemon="$bin/server/gpustreamd"
+if [[ -n $plots ]]; then
+  rm -f "$plots/gpu_bench.json"
+  bash tools/gpu-bench.sh --launches=100000 --round_trips=500 \
+    "--samples_dir=$plots"
+  python3 tools/plot_bench.py "$plots"
+fi
+exit "$status"

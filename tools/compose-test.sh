@@ -146,6 +146,8 @@ cleanup() {
   if ((status != 0)) && [[ -n "${daemon:-}" ]]; then
     echo "---- gpustreamd's last log lines" >&2
     compose 30 logs --no-color --tail=40 gpustreamd >&2 2>/dev/null
+    echo "---- prometheus's last log lines" >&2
+    compose 30 logs --no-color --tail=20 prometheus >&2 2>/dev/null
   fi
   if [[ -n "${docker_up:-}" ]]; then
     compose 120 --profile client down -v --remove-orphans -t 10 \
@@ -331,8 +333,8 @@ else
     deploy/docker/prebuilt
   build_args+=(--build-arg BINARIES=prebuilt)
 fi
-for target in runtime client; do
-  image=gpustream/client:$GPUSTREAM_TAG
+for target in runtime client prometheus; do
+  image=gpustream/$target:$GPUSTREAM_TAG
   [[ $target == runtime ]] && image=gpustream/gpustreamd:$GPUSTREAM_TAG
   "$docker" build --progress=plain --network=host \
     -f deploy/docker/Dockerfile \
@@ -349,8 +351,8 @@ done
 ok
 
 # ---------------------------------------------------------------------------
-step "gpustreamd up and healthy"
-compose 120 up -d gpustreamd || fail "docker-compose up failed"
+step "gpustreamd and Prometheus up, gpustreamd healthy"
+compose 120 up -d gpustreamd prometheus || fail "docker-compose up failed"
 daemon=$(compose 30 ps -q gpustreamd)
 [[ -n "$daemon" ]] || fail "no gpustreamd container"
 echo "container ${daemon:0:12}"
@@ -420,6 +422,13 @@ step "Prometheus metrics scraped from a client container"
 client python3 /usr/local/share/gpustream/tests/compose/check_metrics.py ||
   fail "metrics checks failed"
 expect "expectations hold"
+ok
+
+step "Grafana dashboard: every PromQL expression has series in Prometheus"
+client python3 /usr/local/share/gpustream/tests/compose/check_dashboard.py \
+  /usr/local/share/gpustream/grafana/gpustream.json ||
+  fail "dashboard checks failed"
+expect "every expression returned series"
 ok
 
 step "JSON logs, tenants named, no token leaked"

@@ -28,6 +28,8 @@ test_packages=(
   clang-14 libclang-rt-14-dev libfuzzer-14-dev
   # The compose suite (tools/compose-test.sh) runs a real Docker engine.
   docker.io docker-compose debootstrap
+  # tools/bench.sh --plots draws the benchmarks' figures.
+  python3-matplotlib
 )
 
 packages=("${build_packages[@]}")

@@ -17,6 +17,7 @@
 #   OUT/python/gpustream/...        the Python package with generated stubs
 #   OUT/share/examples/demo.py      the Python demo
 #   OUT/share/tests/compose/*.py    the compose suite's client-side tests
+#   OUT/share/grafana/gpustream.json  the dashboard (checked by the suite)
 set -euo pipefail
 
 if (($# != 2)); then
@@ -115,5 +116,6 @@ grep -Fx --file="$out/.names" -- "${lists[@]}" |
 rm -f "$out/.names"
 
 install -m 0755 examples/demo.py "$out/share/examples/demo.py"
-mkdir -p "$out/share/tests/compose"
+mkdir -p "$out/share/tests/compose" "$out/share/grafana"
 install -m 0644 tests/compose/*.py "$out/share/tests/compose/"
+install -m 0644 deploy/grafana/gpustream.json "$out/share/grafana/"
