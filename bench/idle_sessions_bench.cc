@@ -5,6 +5,7 @@
 //
 //   bazel build //server:gpustreamd //bench:idle_sessions_bench
 //   bazel-bin/bench/idle_sessions_bench --daemon=bazel-bin/server/gpustreamd
+#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -62,9 +63,16 @@ Daemon StartDaemon(const std::string& binary, int max_sessions) {
   std::remove(ready.c_str());
   Daemon d;
   d.target = "unix:" + base + ".sock";
+  // The daemon's log lines go to a file, not among the figures.
+  const std::string log = base + ".log";
+  std::printf("(daemon log: %s)\n", log.c_str());
+  std::fflush(stdout);
   d.pid = fork();
   Check(d.pid >= 0, "fork");
   if (d.pid == 0) {
+    const int fd =
+        open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0) dup2(fd, STDERR_FILENO);
     execl(binary.c_str(), binary.c_str(), ("--listen=" + d.target).c_str(),
           "--backend=cpu", ("--config=" + config).c_str(),
           ("--ready_file=" + ready).c_str(), static_cast<char*>(nullptr));
@@ -72,7 +80,7 @@ Daemon StartDaemon(const std::string& binary, int max_sessions) {
   }
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   while (access(ready.c_str(), F_OK) != 0) {
-    Check(absl::Now() < deadline, "daemon start (see its stderr)");
+    Check(absl::Now() < deadline, "daemon start (see its log)");
     absl::SleepFor(absl::Milliseconds(20));
   }
   return d;
