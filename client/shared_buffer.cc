@@ -47,6 +47,10 @@ absl::StatusOr<std::shared_ptr<SharedMapping>> SharedMapping::Fetch(
         absl::StrCat("cannot connect to share socket ", socket_path, ": ",
                      std::strerror(errno)));
   }
+  // The daemon answers within about a second; never wait forever.
+  timeval timeout{10, 0};
+  setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
   std::string request(kMagic, sizeof(kMagic) - 1);
   AppendU16(&request, session_id.size());
   request += session_id;

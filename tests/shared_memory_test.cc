@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "client/gpustream.h"
@@ -175,13 +176,12 @@ TEST_P(SharedMemoryTest, TicketIsSingleUseAndBoundToItsSession) {
     v1::FreeBufferResponse resp;
     ASSERT_TRUE(stub_->FreeBuffer(&ctx, req, &resp).ok());
   }
-  ASSERT_TRUE(testing::PollUntil(absl::Seconds(10), [&] {
-    // The buffer goes on the device's cleanup thread: until then the
-    // ticket may still be good, so each attempt uses a fresh one.
-    return SharedMapping::Fetch(share_socket_, alice, orphan).status().code() ==
-           absl::StatusCode::kPermissionDenied;
-  }));
-  // A closed session's tickets are dropped with it.
+  // FreeBuffer revokes the ticket at once (the memory itself may stay
+  // until the device's cleanup thread lets go of it).
+  EXPECT_EQ(SharedMapping::Fetch(share_socket_, alice, orphan).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  // A closed session's tickets are dropped with it (and a freed buffer's:
+  // share_tickets_test checks that Forget and Revoke do this themselves).
   const std::string last = AllocateShared(bob, 4, 4096);
   {
     grpc::ClientContext ctx;
@@ -193,6 +193,51 @@ TEST_P(SharedMemoryTest, TicketIsSingleUseAndBoundToItsSession) {
   EXPECT_EQ(SharedMapping::Fetch(share_socket_, bob, last).status().code(),
             absl::StatusCode::kPermissionDenied);
   EXPECT_TRUE(Serving());
+}
+
+TEST_P(SharedMemoryTest, StalledConnectionsDelayNoFetch) {
+  // Peers that connect and send nothing (or half a request) hold no one
+  // up: a good fetch beside 100 of them answers at once, not after their
+  // deadlines.
+  std::vector<int> stalled;
+  for (int i = 0; i < 100; ++i) {
+    const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, share_socket_.data(), share_socket_.size());
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    if (i % 2 == 1) send(fd, "GSSHARE1", 8, MSG_NOSIGNAL);
+    stalled.push_back(fd);
+  }
+  const std::string session = OpenRawSession();
+  const std::string ticket = AllocateShared(session, 1, 4096);
+  const absl::Time start = absl::Now();
+  auto mapped = SharedMapping::Fetch(share_socket_, session, ticket);
+  const absl::Duration took = absl::Now() - start;
+  ASSERT_TRUE(mapped.ok()) << mapped.status();
+  // The stalled peers' deadline is 1 s; served one by one they would hold
+  // the fetch up for 100 s.
+  EXPECT_LT(took, absl::Milliseconds(900));
+  for (int fd : stalled) close(fd);
+}
+
+TEST_P(SharedMemoryTest, UnredeemedTicketsAreBoundedPerSession) {
+  const std::string session = OpenRawSession();
+  for (uint64_t id = 1; id <= 64; ++id) AllocateShared(session, id, 0);
+  grpc::ClientContext ctx;
+  v1::AllocateBufferRequest req;
+  req.set_session_id(session);
+  req.set_id(65);
+  req.set_size_bytes(0);
+  req.set_kind(v1::MEMORY_KIND_HOST_SHARED);
+  v1::AllocateBufferResponse resp;
+  grpc::Status s = stub_->AllocateBuffer(&ctx, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "share tickets"))
+      << s.error_message();
+  // Another session is not held back.
+  const std::string other = OpenRawSession();
+  AllocateShared(other, 1, 0);
 }
 
 TEST_P(SharedMemoryTest, GarbageGetsTheConnectionClosedAndNothingElse) {

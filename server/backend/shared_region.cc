@@ -12,6 +12,16 @@
 #include "absl/strings/str_cat.h"
 
 namespace gpustream::backend {
+namespace {
+
+// memfd_create's MFD_NOEXEC_SEAL (Linux 6.3), which older headers lack.
+#ifdef MFD_NOEXEC_SEAL
+constexpr unsigned kNoExecSeal = MFD_NOEXEC_SEAL;
+#else
+constexpr unsigned kNoExecSeal = 0x0008U;
+#endif
+
+}  // namespace
 
 absl::StatusOr<std::shared_ptr<SharedRegion>> SharedRegion::Create(
     uint64_t size) {
@@ -21,11 +31,16 @@ absl::StatusOr<std::shared_ptr<SharedRegion>> SharedRegion::Create(
         absl::StrCat("size_bytes ", size, " cannot be mapped"));
   }
   const uint64_t mapped = size == 0 ? page : (size + page - 1) / page * page;
-  const int fd =
-      memfd_create("gpustream-shared", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  int fd = memfd_create("gpustream-shared",
+                        MFD_CLOEXEC | MFD_ALLOW_SEALING | kNoExecSeal);
+  // Kernels before 6.3 refuse the flag they do not know.
+  if (fd < 0 && errno == EINVAL) {
+    fd = memfd_create("gpustream-shared", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  }
   if (fd < 0) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("memfd_create: ", std::strerror(errno)));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "size_bytes ", size,
+        ": host shared memory: memfd_create: ", std::strerror(errno)));
   }
   auto fail = [fd](absl::string_view what) {
     const int err = errno;
@@ -50,7 +65,7 @@ absl::StatusOr<std::shared_ptr<SharedRegion>> SharedRegion::Create(
 
 SharedRegion::~SharedRegion() {
   munmap(data_, mapped_);
-  close(fd_);
+  if (const int fd = TakeFd(); fd >= 0) close(fd);
 }
 
 }  // namespace gpustream::backend

@@ -3,6 +3,7 @@
 #ifndef GPUSTREAM_SERVER_BACKEND_SHARED_REGION_H_
 #define GPUSTREAM_SERVER_BACKEND_SHARED_REGION_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -11,12 +12,16 @@
 
 namespace gpustream::backend {
 
-// Owns the memfd and the daemon's mapping of it; both go when the last
-// holder lets go (the buffer that uses it, or a share socket answer in
-// flight). A client that received the descriptor keeps its own mapping
-// and pages after that. The size is sealed (F_SEAL_SHRINK | F_SEAL_GROW):
-// a client cannot truncate the file under the daemon's mapping, which
-// would turn every later access into SIGBUS. Immutable, thread-safe.
+// Owns the daemon's mapping of a memfd, and the memfd itself until it is
+// taken (TakeFd: handed to the client, or dropped when its share ticket
+// expires), so that a buffer holds a descriptor only while a ticket for it
+// is outstanding. The mapping goes when the last holder lets go (the
+// buffer that uses it, or a share socket answer in flight); a client that
+// received the descriptor keeps its own mapping and pages after that. The
+// size is sealed (F_SEAL_SHRINK | F_SEAL_GROW): a client cannot truncate
+// the file under the daemon's mapping, which would turn every later access
+// into SIGBUS. The file is not executable (MFD_NOEXEC_SEAL where the
+// kernel has it). Thread-safe.
 class SharedRegion {
  public:
   // Zero-filled. `size` 0 still maps one page (a distinct address).
@@ -30,14 +35,14 @@ class SharedRegion {
   uint64_t size() const { return size_; }
   // The bytes mapped: size() rounded up to whole pages (at least one).
   uint64_t mapped_bytes() const { return mapped_; }
-  // The memfd, owned by the region: dup it (SCM_RIGHTS does) to keep it.
-  int fd() const { return fd_; }
+  // The memfd, now the caller's to close; -1 once taken. Taken once.
+  int TakeFd() const { return fd_.exchange(-1); }
 
  private:
   SharedRegion(int fd, std::byte* data, uint64_t size, uint64_t mapped)
       : fd_(fd), data_(data), size_(size), mapped_(mapped) {}
 
-  const int fd_;
+  mutable std::atomic<int> fd_;
   std::byte* const data_;
   const uint64_t size_;
   const uint64_t mapped_;

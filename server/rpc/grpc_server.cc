@@ -192,6 +192,15 @@ struct Prepared {
 
 absl::StatusOr<Prepared> Prepare(const ServerOptions& options) {
   Prepared prepared;
+  for (const std::string& address : options.listen) {
+    if (!options.share_socket.empty() && IsUnixAddress(address) &&
+        UnixPath(address) == options.share_socket) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--share_socket=", options.share_socket,
+                       ": the same path as --listen=", address,
+                       "; give the share socket a path of its own"));
+    }
+  }
   auto tls = LoadTls(options);
   if (!tls.ok()) return tls.status();
   prepared.tls = *std::move(tls);
@@ -380,7 +389,12 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   const std::string& share_socket = options.share_socket;
   if (!share_socket.empty()) {
     const std::string address = absl::StrCat(kUnixPrefix, share_socket);
-    if (absl::Status s = ClaimListenAddress(address); !s.ok()) return s;
+    if (absl::Status s = ClaimListenAddress(address); !s.ok()) {
+      // Its message names --listen; this path came from --share_socket.
+      return absl::Status(
+          s.code(),
+          absl::StrCat("--share_socket=", share_socket, ": ", s.message()));
+    }
   }
   for (size_t i = 0; i < listen.size(); ++i) {
     const bool unix_socket = IsUnixAddress(listen[i]);

@@ -617,8 +617,14 @@ absl::Status Session::AllocateBuffer(const v1::AllocateBufferRequest& req,
     return buffer.status();
   }
   if (kind == backend::MemoryKind::kHostShared) {
-    resp->set_share_ticket(
-        ctx_.share_tickets->Issue(id_, (*buffer)->shared_region()));
+    absl::StatusOr<std::string> ticket =
+        ctx_.share_tickets->Issue(id_, (*buffer)->shared_region());
+    if (!ticket.ok()) {
+      buffer->reset();  // Its memory goes before the quota is credited.
+      ctx_.tenant->ReleaseMemory(req.size_bytes());
+      return ticket.status();
+    }
+    resp->set_share_ticket(*std::move(ticket));
   }
   objects_.Insert(
       *id, ChargedBuffer(*std::move(buffer), ctx_.tenant, req.size_bytes()));
@@ -634,6 +640,12 @@ absl::Status Session::FreeBuffer(const v1::FreeBufferRequest& req,
     absl::MutexLock lock(&mu_);
     buffer = objects_.Remove<Buffer>(req.buffer_id(), "buffer_id");
     if (buffer.ok()) memory_bytes_ -= (*buffer)->size();  // As added.
+  }
+  // A share ticket not yet redeemed dies with the id.
+  if (buffer.ok() && ctx_.share_tickets != nullptr) {
+    if (auto region = (*buffer)->shared_region(); region != nullptr) {
+      ctx_.share_tickets->Revoke(region.get());
+    }
   }
   // Work enqueued earlier holds its own references: the memory goes back to
   // the device, on its cleanup thread, when that work has finished, and the

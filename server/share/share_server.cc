@@ -7,8 +7,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -25,27 +28,42 @@ uint16_t LoadU16(const char* p) {
                                static_cast<uint8_t>(p[1]) << 8);
 }
 
-// Reads exactly `n` more bytes into `out` before `until`; false on EOF,
-// error or timeout.
-bool ReadFull(int fd, std::string* out, size_t n, absl::Time until) {
-  const size_t want = out->size() + n;
-  char chunk[512];
-  while (out->size() < want) {
-    const absl::Duration left = until - absl::Now();
-    if (left <= absl::ZeroDuration()) return false;
-    pollfd p{fd, POLLIN, 0};
-    const int ready =
-        poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) return false;
-    const ssize_t got = recv(
-        fd, chunk, std::min(sizeof(chunk), want - out->size()), MSG_DONTWAIT);
-    if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (got <= 0) return false;
-    out->append(chunk, static_cast<size_t>(got));
+enum class Parse { kIncomplete, kMalformed, kComplete };
+
+// Parses what a connection sent so far (see the wire format in the header).
+Parse ParseRequest(absl::string_view in, absl::string_view* session_id,
+                   absl::string_view* ticket) {
+  if (in.size() < kMagicBytes) {
+    return in == absl::string_view(kShareMagic, in.size()) ? Parse::kIncomplete
+                                                           : Parse::kMalformed;
   }
-  return true;
+  if (in.substr(0, kMagicBytes) !=
+      absl::string_view(kShareMagic, kMagicBytes)) {
+    return Parse::kMalformed;
+  }
+  size_t at = kMagicBytes;
+  if (in.size() < at + 2) return Parse::kIncomplete;
+  const size_t id_bytes = LoadU16(in.data() + at);
+  if (id_bytes > kMaxSessionIdBytes) return Parse::kMalformed;
+  at += 2;
+  if (in.size() < at + id_bytes + 2) return Parse::kIncomplete;
+  *session_id = in.substr(at, id_bytes);
+  at += id_bytes;
+  const size_t ticket_bytes = LoadU16(in.data() + at);
+  if (ticket_bytes > kMaxTicketBytes) return Parse::kMalformed;
+  at += 2;
+  if (in.size() < at + ticket_bytes) return Parse::kIncomplete;
+  if (in.size() > at + ticket_bytes) return Parse::kMalformed;
+  *ticket = in.substr(at, ticket_bytes);
+  return Parse::kComplete;
 }
+
+// A connection being read.
+struct Connection {
+  int fd;
+  absl::Time until;
+  std::string in;
+};
 
 }  // namespace
 
@@ -101,53 +119,93 @@ void ShareServer::Stop() {
 }
 
 void ShareServer::Serve() {
-  while (true) {
-    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    if (poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      log::Error("share_socket_failed").Str("error", std::strerror(errno));
-      return;
-    }
-    if (fds[1].revents != 0) return;
-    const int conn = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (conn < 0) continue;  // The peer went, or out of descriptors: later.
-    if (absl::Status s = Answer(conn); s.ok()) {
+  std::vector<Connection> conns;
+  absl::Time accept_paused_until = absl::InfinitePast();
+  auto finish = [this](Connection& c, const absl::Status& s) {
+    if (s.ok()) {
       answered_.fetch_add(1);
     } else {
       refused_.fetch_add(1);
-      log::Info("share_refused").Str("why", s.message());
+      // Debug only: a peer must not be able to flood the log.
+      log::Debug("share_refused").Str("why", s.message());
     }
-    close(conn);
+    close(c.fd);
+    c.fd = -1;
+  };
+  while (true) {
+    const absl::Time now = absl::Now();
+    const bool accepting =
+        conns.size() < kMaxShareConnections && now >= accept_paused_until;
+    std::vector<pollfd> fds = {{wake_fd_, POLLIN, 0}, {listen_fd_, 0, 0}};
+    if (accepting) fds[1].events = POLLIN;
+    absl::Time next = accepting ? absl::InfiniteFuture() : accept_paused_until;
+    for (const Connection& c : conns) {
+      fds.push_back({c.fd, POLLIN, 0});
+      next = std::min(next, c.until);
+    }
+    int timeout_ms = -1;
+    if (next != absl::InfiniteFuture()) {
+      timeout_ms = static_cast<int>(
+          std::max<int64_t>(0, absl::ToInt64Milliseconds(next - now) + 1));
+    }
+    if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) {
+      log::Error("share_socket_failed").Str("error", std::strerror(errno));
+      break;
+    }
+    if (fds[0].revents != 0) break;
+    for (size_t i = 0; i < conns.size(); ++i) {
+      Connection& c = conns[i];
+      const short revents = fds[i + 2].revents;
+      if (revents != 0) {
+        char chunk[512];
+        const ssize_t got = recv(c.fd, chunk, sizeof(chunk), MSG_DONTWAIT);
+        if (got > 0) c.in.append(chunk, static_cast<size_t>(got));
+        absl::string_view session_id, ticket;
+        const Parse parsed = ParseRequest(c.in, &session_id, &ticket);
+        if (parsed == Parse::kComplete) {
+          finish(c, Answer(c.fd, session_id, ticket));
+          continue;
+        }
+        if (parsed == Parse::kMalformed || got == 0 ||
+            (got < 0 && errno != EAGAIN && errno != EINTR)) {
+          finish(c, absl::InvalidArgumentError("not a share request"));
+          continue;
+        }
+      }
+      if (absl::Now() >= c.until) {
+        finish(c, absl::DeadlineExceededError("no whole request in time"));
+      }
+    }
+    conns.erase(std::remove_if(conns.begin(), conns.end(),
+                               [](const Connection& c) { return c.fd < 0; }),
+                conns.end());
+    if (accepting && (fds[1].revents & POLLIN) != 0) {
+      const int conn =
+          accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (conn >= 0) {
+        conns.push_back({conn, absl::Now() + deadline_, {}});
+      } else if (errno == EMFILE || errno == ENFILE || errno == ENOMEM ||
+                 errno == ENOBUFS) {
+        // Out of descriptors: the backlog stays readable, so accepting
+        // again at once would spin; wait a little.
+        accept_paused_until = absl::Now() + absl::Milliseconds(100);
+        log::Warning("share_socket_accept").Str("error", std::strerror(errno));
+      }
+    }
   }
+  for (Connection& c : conns) close(c.fd);
 }
 
-absl::Status ShareServer::Answer(int conn) {
-  const absl::Time until = absl::Now() + deadline_;
-  std::string in;
-  if (!ReadFull(conn, &in, kMagicBytes + 2, until) ||
-      in.compare(0, kMagicBytes, kShareMagic) != 0) {
-    return absl::InvalidArgumentError("not a share request");
-  }
-  const size_t id_bytes = LoadU16(in.data() + kMagicBytes);
-  if (id_bytes > kMaxSessionIdBytes ||
-      !ReadFull(conn, &in, id_bytes + 2, until)) {
-    return absl::InvalidArgumentError("bad session id");
-  }
-  const size_t ticket_bytes = LoadU16(in.data() + kMagicBytes + 2 + id_bytes);
-  if (ticket_bytes > kMaxTicketBytes ||
-      !ReadFull(conn, &in, ticket_bytes, until)) {
-    return absl::InvalidArgumentError("bad ticket");
-  }
-  const absl::string_view session_id(in.data() + kMagicBytes + 2, id_bytes);
-  const absl::string_view ticket(in.data() + kMagicBytes + 4 + id_bytes,
-                                 ticket_bytes);
-  absl::StatusOr<std::shared_ptr<const backend::SharedRegion>> region =
+absl::Status ShareServer::Answer(int conn, absl::string_view session_id,
+                                 absl::string_view ticket) {
+  absl::StatusOr<ShareTickets::Redeemed> redeemed =
       tickets_->Redeem(session_id, ticket);
-  if (!region.ok()) return region.status();
-
+  if (!redeemed.ok()) return redeemed.status();
+  const int fd = redeemed->fd;
   char size[8];
-  const uint64_t bytes = (*region)->size();
-  for (int i = 0; i < 8; ++i) size[i] = static_cast<char>(bytes >> (8 * i));
+  for (int i = 0; i < 8; ++i) {
+    size[i] = static_cast<char>(redeemed->size >> (8 * i));
+  }
   iovec iov{size, sizeof(size)};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   msghdr msg{};
@@ -159,12 +217,15 @@ absl::Status ShareServer::Answer(int conn) {
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(sizeof(int));
-  const int fd = (*region)->fd();
   std::memcpy(CMSG_DATA(c), &fd, sizeof(fd));
-  // The peer's receive buffer holds 8 bytes: this never blocks for long.
-  if (sendmsg(conn, &msg, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(size))) {
+  // 8 bytes into a connection the peer has not read from: room enough
+  // (non-blocking, a full buffer fails rather than stalls the loop).
+  const ssize_t sent = sendmsg(conn, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  const int err = errno;
+  close(fd);  // The peer has its own now, or never will.
+  if (sent != static_cast<ssize_t>(sizeof(size))) {
     return absl::UnavailableError(
-        absl::StrCat("sending the descriptor: ", std::strerror(errno)));
+        absl::StrCat("sending the descriptor: ", std::strerror(err)));
   }
   return absl::OkStatus();
 }

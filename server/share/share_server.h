@@ -31,10 +31,15 @@ inline constexpr char kShareMagic[] = "GSSHARE1";
 inline constexpr size_t kMaxSessionIdBytes = 256;
 inline constexpr size_t kMaxTicketBytes = 64;
 
-// Serves the socket on one thread of its own. Each connection must send
-// its whole request within `deadline` (1 s), so one that stalls delays
-// the others at most that long; the socket's permissions (the gRPC unix
-// sockets', set by the caller) say who may connect at all.
+// Connections at once: past this many the share server stops accepting
+// until one ends (the rest wait in the listen backlog).
+inline constexpr size_t kMaxShareConnections = 256;
+
+// Serves the socket on one thread of its own, every connection at once
+// (non-blocking, one poll loop): each must send its whole request within
+// `deadline` (1 s) or is closed, so peers that connect and stall delay no
+// one else's fetch. The socket's permissions (the gRPC unix sockets', set
+// by the caller) say who may connect at all.
 class ShareServer {
  public:
   // Binds and listens on `path` (a stale socket there is the caller's to
@@ -67,8 +72,9 @@ class ShareServer {
         deadline_(deadline) {}
 
   void Serve();
-  // Reads one request from `conn` and answers it; closes nothing.
-  absl::Status Answer(int conn);
+  // Answers a complete request on `conn` (sends the memfd); closes nothing.
+  absl::Status Answer(int conn, absl::string_view session_id,
+                      absl::string_view ticket);
 
   ShareTickets* const tickets_;
   const std::string path_;

@@ -3,11 +3,14 @@
 #define GPUSTREAM_SERVER_SHARE_SHARE_TICKETS_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -18,29 +21,45 @@ namespace gpustream::share {
 
 // Bytes of a ticket: 128 random bits from the kernel's CSPRNG.
 inline constexpr size_t kTicketBytes = 16;
+// Tickets one session may hold unredeemed: each keeps a descriptor open in
+// the daemon until it is redeemed, revoked or expires.
+inline constexpr size_t kMaxTicketsPerSession = 64;
 
 // Every ticket AllocateBuffer(HOST_SHARED) issued and nobody presented yet.
 // A ticket is single use, valid for `lifetime` after it was issued, and
 // bound to the session that allocated the buffer. It does not hold the
-// memory: once the buffer is gone (freed, its work done) the ticket gets
-// nothing. Expired tickets are dropped as new ones are issued; a closed
-// session's by Forget. Thread-safe.
+// memory: once the buffer is gone the ticket gets nothing. A ticket that
+// leaves the store unredeemed (presented wrongly, expired, revoked when its
+// buffer is freed, forgotten when its session closes) closes its region's
+// memfd: that buffer can no longer be shared, and the daemon holds no
+// descriptor for it. Expired tickets are dropped as others are issued or
+// presented. Thread-safe.
 class ShareTickets {
  public:
   explicit ShareTickets(absl::Duration lifetime = absl::Seconds(30))
       : lifetime_(lifetime) {}
 
-  // A new ticket (kTicketBytes raw bytes) for `region`.
-  std::string Issue(const std::string& session_id,
-                    std::weak_ptr<const backend::SharedRegion> region);
+  // A new ticket (kTicketBytes raw bytes) for `region`. RESOURCE_EXHAUSTED
+  // when the session holds kMaxTicketsPerSession unredeemed ones.
+  absl::StatusOr<std::string> Issue(
+      const std::string& session_id,
+      std::weak_ptr<const backend::SharedRegion> region);
 
-  // The region `ticket` was issued for, if `session_id` is its session, it
-  // has not expired and the region still lives; else NOT_FOUND, saying
-  // nothing about which of these failed (the answer goes nowhere but the
-  // log). A presented ticket is used up whatever the answer.
-  absl::StatusOr<std::shared_ptr<const backend::SharedRegion>> Redeem(
-      absl::string_view session_id, absl::string_view ticket);
+  // What a redeemed ticket gives: the buffer's size and its memfd, which
+  // the caller now owns (and closes).
+  struct Redeemed {
+    uint64_t size = 0;
+    int fd = -1;
+  };
+  // The memfd of the region `ticket` was issued for, if `session_id` is its
+  // session, it has not expired and the region still lives; else NOT_FOUND
+  // saying which of these failed (for the daemon's log only: the peer
+  // learns nothing). A presented ticket is used up whatever the answer.
+  absl::StatusOr<Redeemed> Redeem(absl::string_view session_id,
+                                  absl::string_view ticket);
 
+  // Drops the ticket of a buffer being freed, if it is still outstanding.
+  void Revoke(const backend::SharedRegion* region);
   // Drops the tickets of a session that closed.
   void Forget(const std::string& session_id);
 
@@ -57,14 +76,24 @@ class ShareTickets {
   struct Entry {
     std::string session_id;
     std::weak_ptr<const backend::SharedRegion> region;
+    const backend::SharedRegion* key;  // Identity only (by_region_).
     absl::Time expires;
   };
+  // Removes `ticket`'s entry from every index and returns it.
+  Entry EraseLocked(absl::flat_hash_map<std::string, Entry>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropExpiredLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Closes the memfd of an entry that leaves unredeemed.
+  static void Discard(const Entry& entry);
 
   const absl::Duration lifetime_;
   std::string socket_path_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Entry> by_ticket_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, absl::flat_hash_set<std::string>> by_session_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<const backend::SharedRegion*, std::string> by_region_
+      ABSL_GUARDED_BY(mu_);
   // Tickets in the order they expire (a constant lifetime: issue order);
   // some may be gone from by_ticket_ already.
   std::deque<std::pair<absl::Time, std::string>> expiry_ ABSL_GUARDED_BY(mu_);

@@ -355,6 +355,8 @@ Result MemHostRegister(void* p, size_t bytesize, unsigned int Flags) {
   if ((Flags & (kHostRegisterIoMemory | kHostRegisterReadOnly)) != 0) {
     return Result::kNotSupported;
   }
+  // More than the host can pin in one piece, as MemHostAlloc refuses it.
+  if (bytesize > GetConfig()->memory_bytes) return Result::kOutOfMemory;
   if (Result r = CheckCaptureSafe(); r != Result::kSuccess) return r;
   const uintptr_t base = reinterpret_cast<uintptr_t>(p);
   if (bytesize > UINTPTR_MAX - base) return Result::kInvalidValue;

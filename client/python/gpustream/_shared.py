@@ -30,10 +30,13 @@ def fetch_mapping(socket_path: str, session_id: str,
                struct.pack("<H", len(ticket)) + ticket)
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(10)
+            # Blocking connect (a timeout would make a full backlog fail at
+            # once with EAGAIN); the answer is bounded.
             sock.connect(socket_path)
+            sock.settimeout(10)
             sock.sendall(request)
-            data, fds, _, _ = socket.recv_fds(sock, 8, 1)
+            data, fds, _, _ = socket.recv_fds(sock, 8, 1,
+                                              socket.MSG_CMSG_CLOEXEC)
     except OSError as e:
         raise Error(grpc.StatusCode.UNAVAILABLE,
                     f"share socket {socket_path}: {e}") from None
@@ -44,7 +47,11 @@ def fetch_mapping(socket_path: str, session_id: str,
                         "expired, or the buffer is already freed)")
         (size,) = struct.unpack("<Q", data)
         # mmap cannot map 0 bytes; a 0-byte buffer's region is one page.
-        return mmap.mmap(fds[0], max(size, 1), flags=mmap.MAP_SHARED), size
+        try:
+            return mmap.mmap(fds[0], max(size, 1), flags=mmap.MAP_SHARED), size
+        except OSError as e:
+            raise Error(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                        f"mapping {size} shared bytes: {e}") from None
     finally:
         for fd in fds:
             os.close(fd)

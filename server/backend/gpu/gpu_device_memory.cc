@@ -48,7 +48,9 @@ absl::StatusOr<std::shared_ptr<Buffer>> GpuDevice::Allocate(uint64_t size,
     }
   }
   if (!s.ok()) {
-    if (s.code() == absl::StatusCode::kResourceExhausted) {
+    // (A shared region's own refusal already says what ran out.)
+    if (s.code() == absl::StatusCode::kResourceExhausted &&
+        kind != MemoryKind::kHostShared) {
       const MemoryInfo m = memory();
       return absl::ResourceExhaustedError(
           absl::StrCat("size_bytes ", size, " exceeds the free memory of ",

@@ -16,7 +16,19 @@ namespace gpustream::backend {
 
 GpuBuffer::~GpuBuffer() {
   // Runs on the cleanup thread (the device's deleter puts it there).
-  if (epoch_ != device_->epoch() || !device_->MakeCurrent().ok()) return;
+  if (epoch_ != device_->epoch()) return;  // Its context is gone, and all.
+  if (!device_->MakeCurrent().ok()) {
+    // A HOST_SHARED region's registration may still stand: the driver may
+    // still reach its pages, so they are never unmapped (kept until the
+    // process ends) rather than freed under it.
+    if (region_ != nullptr) {
+      static absl::Mutex mu;
+      static auto* kept = new std::vector<std::shared_ptr<SharedRegion>>;
+      absl::MutexLock lock(&mu);
+      kept->push_back(region_);
+    }
+    return;
+  }
   if (kind_ == MemoryKind::kDevice) {
     device_->FreeDevice(ptr_, pooled_);
     return;
