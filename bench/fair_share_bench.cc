@@ -43,6 +43,7 @@
 #include "server/backend/cpu/cpu_device.h"
 #include "server/backend/work_account.h"
 #include "server/usage.h"
+#include "server/util/release_mutexes.h"
 #include "server/version.h"
 
 ABSL_FLAG(double, seconds, 4.0, "Measured seconds per fairness scenario");
@@ -327,6 +328,7 @@ int Main() {
 }  // namespace gpustream::bench
 
 int main(int argc, char** argv) {
+  gpustream::util::UseReleaseMutexes();
   gpustream::SetUsage("fair_share_bench",
                       "the CPU device's fair shares between tenants.\nUsage: "
                       "fair_share_bench [flags]");

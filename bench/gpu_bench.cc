@@ -42,6 +42,7 @@
 #include "server/backend/backend_factory.h"
 #include "server/backend/gpu/gpu_driver.h"
 #include "server/usage.h"
+#include "server/util/release_mutexes.h"
 #include "server/version.h"
 
 ABSL_FLAG(std::string, backend, "cuda", "The GPU backend: cuda or hip");
@@ -568,6 +569,7 @@ int Run() {
 }  // namespace gpustream::bench
 
 int main(int argc, char** argv) {
+  gpustream::util::UseReleaseMutexes();
   gpustream::SetUsage(
       "gpu_bench",
       "a GPU backend through gpustreamd against the vendor's driver used "

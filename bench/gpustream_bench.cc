@@ -25,6 +25,7 @@
 #include "server/metrics/metrics.h"
 #include "server/modules/module_registry.h"
 #include "server/usage.h"
+#include "server/util/release_mutexes.h"
 #include "server/version.h"
 
 ABSL_FLAG(int, round_trips, 5000, "Round trips per latency figure");
@@ -366,6 +367,7 @@ int Run() {
 }  // namespace gpustream::bench
 
 int main(int argc, char** argv) {
+  gpustream::util::UseReleaseMutexes();
   gpustream::SetUsage(
       "gpustream_bench",
       "gRPC floor, SynchronizeQueue round trips and pipelined launches, side "

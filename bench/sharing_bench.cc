@@ -32,6 +32,7 @@
 #include "bench/bench_util.h"
 #include "server/backend/backend_factory.h"
 #include "server/tenants/tenant_registry.h"
+#include "server/util/release_mutexes.h"
 
 ABSL_FLAG(std::string, cuda_driver, "libcuda.so.1",
           "The CUDA driver library: a file name searched as dlopen does, or "
@@ -218,4 +219,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace gpustream::bench
 
-int main(int argc, char** argv) { return gpustream::bench::Main(argc, argv); }
+int main(int argc, char** argv) {
+  gpustream::util::UseReleaseMutexes();
+  return gpustream::bench::Main(argc, argv);
+}

@@ -34,6 +34,7 @@
 #include "server/tenants/operator_token.h"
 #include "server/tenants/tenant_registry.h"
 #include "server/usage.h"
+#include "server/util/release_mutexes.h"
 #include "server/version.h"
 
 ABSL_FLAG(std::vector<std::string>, listen, {"unix:/tmp/gpustreamd.sock"},
@@ -628,4 +629,7 @@ int Run(int argc, char** argv) {
 }  // namespace
 }  // namespace gpustream
 
-int main(int argc, char** argv) { return gpustream::Run(argc, argv); }
+int main(int argc, char** argv) {
+  gpustream::util::UseReleaseMutexes();
+  return gpustream::Run(argc, argv);
+}

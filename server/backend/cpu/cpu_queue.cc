@@ -121,14 +121,16 @@ void CpuQueueCore::DropOps(std::deque<CpuOp>& ops, const absl::Status& reason) {
   Count(count, staged, /*completed=*/false);
 }
 
-void CpuQueueCore::AddBusy(std::chrono::steady_clock::time_point start) {
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::steady_clock::now() - start)
-                      .count();
+std::chrono::steady_clock::time_point CpuQueueCore::AddBusy(
+    std::chrono::steady_clock::time_point start) {
+  const auto now = std::chrono::steady_clock::now();
+  const auto ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now - start).count();
   if (ns > 0) {
     account_->busy_ns.fetch_add(static_cast<uint64_t>(ns),
                                 std::memory_order_relaxed);
   }
+  return now;
 }
 
 bool CpuQueueCore::RunNext(LaunchSlot& slot) {
@@ -136,15 +138,17 @@ bool CpuQueueCore::RunNext(LaunchSlot& slot) {
   // launches costs one pick per slice, not per op. Longer ops still end
   // their turn, so others wait at most one op plus the slice.
   const auto start = std::chrono::steady_clock::now();
-  while (RunOne(slot)) {
-    if (std::chrono::steady_clock::now() - start >= kCpuTurnSlice) return true;
+  auto now = start;
+  while (RunOne(slot, &now)) {
+    if (now - start >= kCpuTurnSlice) return true;
   }
   return false;
 }
 
-bool CpuQueueCore::RunOne(LaunchSlot& slot) {
+bool CpuQueueCore::RunOne(LaunchSlot& slot,
+                          std::chrono::steady_clock::time_point* now) {
   Deferred deferred;  // Declared first: a self-reference it takes goes last.
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = *now;
   std::deque<CpuOp> skipped;
   absl::Status sticky;
   CpuOp op;
@@ -206,7 +210,7 @@ bool CpuQueueCore::RunOne(LaunchSlot& slot) {
       }
       if (gen != 0) {
         Arm(gen, std::move(point), std::move(flag), value, condition);
-        AddBusy(start);
+        *now = AddBusy(start);
         return false;
       }
     }
@@ -214,7 +218,7 @@ bool CpuQueueCore::RunOne(LaunchSlot& slot) {
     Count(1, 0, /*completed=*/true);
   }
   // Before the work shows as done: a Sync then sees its time.
-  AddBusy(start);
+  *now = AddBusy(start);
 
   bool first_failure = false;
   bool more;

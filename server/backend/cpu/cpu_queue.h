@@ -155,13 +155,16 @@ class CpuQueueCore final : public CpuScheduler::Task,
   // The parked wait of generation `gen` is over.
   void Resume(uint64_t gen);
   // Runs the next op (or skips all of them after a failure); whether
-  // another is ready. False also when the queue parked on a wait.
-  bool RunOne(LaunchSlot& slot);
+  // another is ready. False also when the queue parked on a wait. `*now`:
+  // the time the op starts, on return the time it ended (one clock read
+  // per op serves its busy time, the turn's slice and the next op's start).
+  bool RunOne(LaunchSlot& slot, std::chrono::steady_clock::time_point* now);
   // Drops `ops` in order (off the lock) and counts them.
   void DropOps(std::deque<CpuOp>& ops, const absl::Status& reason);
   void Count(uint64_t ops, uint64_t staged, bool completed);
-  // Adds the time since `start` to the account's busy_ns.
-  void AddBusy(std::chrono::steady_clock::time_point start);
+  // Adds the time since `start` to the account's busy_ns; returns now.
+  std::chrono::steady_clock::time_point AddBusy(
+      std::chrono::steady_clock::time_point start);
 
   CpuScheduler* const scheduler_;
   util::SerialExecutor* const cleanup_;
