@@ -7,7 +7,11 @@ Measures, on one session:
     kernel starting on the device, measured with a flag the queue writes
     right before the kernel (`write_flag` then `launch`); the host polls it
     with `Flag.wait`, so the figure includes one notification round trip;
-  - synchronize round trip on an idle queue.
+  - synchronize round trip on an idle queue;
+  - the data plane (--data_mib, 256 MiB): inline write and read through
+    the client against numpy's copy of the same size, and, where the
+    daemon serves a share socket, a copy from a HOST_SHARED buffer the
+    client filled through its mapping into DEVICE memory.
 
     bazel run //bench:python_launch_bench -- --target=unix:/tmp/gpustreamd.sock
 """
@@ -60,6 +64,51 @@ def sync_round_trip_us(queue: gpustream.Queue, rounds: int) -> list:
     return samples
 
 
+def best_of_three(fn) -> float:
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def data_plane(session: gpustream.Session, queue: gpustream.Queue,
+               mib: int) -> None:
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    size = mib << 20
+    src = np.full(size, 7, dtype=np.uint8)
+    dst = np.empty_like(src)
+    copy_mb_s = size / best_of_three(lambda: np.copyto(dst, src)) / 1e6
+    print(f"numpy copy of {mib} MiB (the floor): {copy_mb_s:,.0f} MB/s")
+    device = session.allocate(size)
+
+    def row(what: str, seconds: float, goal: float) -> None:
+        mb_s = size / seconds / 1e6
+        print(f"{what}: {mb_s:,.0f} MB/s ({mb_s / copy_mb_s:.2f}x the "
+              f"copy; goal >= {goal}x)")
+
+    def write() -> None:
+        queue.write(device, src)
+        queue.synchronize()
+
+    row(f"write {mib} MiB + synchronize", best_of_three(write), 0.3)
+    row(f"read {mib} MiB", best_of_three(lambda: queue.read(device)), 0.3)
+    try:
+        shared = session.allocate_shared(size)
+    except gpustream.Error as e:
+        print(f"HOST_SHARED copy: skipped ({e})")
+        return
+    shared.array()[:] = 7
+
+    def copy() -> None:
+        queue.copy(shared, device)
+        queue.synchronize()
+
+    row(f"copy {mib} MiB HOST_SHARED -> DEVICE + synchronize",
+        best_of_three(copy), 0.9)
+
+
 def describe(samples: list) -> str:
     ordered = sorted(samples)
     p = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -73,6 +122,8 @@ def main() -> None:
     parser.add_argument("--launches", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=500)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--data_mib", type=int, default=256,
+                        help="MiB per data-plane figure; 0 skips them")
     args = parser.parse_args()
     with gpustream.connect(args.target) as client:
         device = client.list_devices()[0]
@@ -90,6 +141,8 @@ def main() -> None:
                   + describe(enqueue_to_start_us(session, queue, args.rounds)))
             print("synchronize on an idle queue: "
                   + describe(sync_round_trip_us(queue, args.rounds)))
+            if args.data_mib > 0:
+                data_plane(session, queue, args.data_mib)
 
 
 if __name__ == "__main__":
