@@ -98,6 +98,26 @@ double InProcessGraphLaunchRate(int n, int graph_size) {
 // then the queue gets a noop launch and a write_flag behind it, with no
 // flush or synchronize, so the client must send them on its own. Median and
 // 99th percentile in microseconds.
+// A thread parked in a unary WaitFlag(flag, value) that stores when it
+// returned in *done; started 2 ms ago (time for the wait to park).
+std::thread ParkWaitFlag(BenchClient& c, const client::Flag& flag,
+                         uint64_t value, absl::Time* done) {
+  std::thread waiter([&c, id = flag.id(), value, done] {
+    v1::WaitFlagRequest request;
+    request.set_session_id(c.session->id());
+    request.set_flag_id(id);
+    request.set_value(value);
+    request.set_timeout_ms(10000);
+    v1::WaitFlagResponse response;
+    grpc::ClientContext context;
+    Check(c.client->stub().WaitFlag(&context, request, &response).ok(),
+          "waiting for the flag");
+    *done = absl::Now();
+  });
+  absl::SleepFor(absl::Milliseconds(2));
+  return waiter;
+}
+
 struct LoneLaunch {
   double median_us;
   double p99_us;
@@ -110,19 +130,7 @@ LoneLaunch LoneLaunchLatency(BenchClient& c, client::Queue& queue, int n) {
   us.reserve(n);
   for (int i = 1; i <= n; ++i) {
     absl::Time done;
-    std::thread waiter([&] {
-      v1::WaitFlagRequest request;
-      request.set_session_id(c.session->id());
-      request.set_flag_id(flag.id());
-      request.set_value(i);
-      request.set_timeout_ms(10000);
-      v1::WaitFlagResponse response;
-      grpc::ClientContext context;
-      Check(c.client->stub().WaitFlag(&context, request, &response).ok(),
-            "waiting for the flag");
-      done = absl::Now();
-    });
-    absl::SleepFor(absl::Milliseconds(2));  // Let the wait park.
+    std::thread waiter = ParkWaitFlag(c, flag, i, &done);
     const absl::Time start = absl::Now();
     queue.launch("samples", "noop", {1}, {1}, {});
     queue.write_flag(flag, i);
@@ -218,19 +226,7 @@ std::vector<double> GatedStartLatency(BenchClient& c, client::Queue& queue,
     queue.write_flag(done_flag, i);
     Check(c.session->flush(), "sending the gated launch");
     absl::Time done;
-    std::thread waiter([&] {
-      v1::WaitFlagRequest request;
-      request.set_session_id(c.session->id());
-      request.set_flag_id(done_flag.id());
-      request.set_value(i);
-      request.set_timeout_ms(10000);
-      v1::WaitFlagResponse response;
-      grpc::ClientContext context;
-      Check(c.client->stub().WaitFlag(&context, request, &response).ok(),
-            "waiting for the done flag");
-      done = absl::Now();
-    });
-    absl::SleepFor(absl::Milliseconds(2));  // Let the wait park.
+    std::thread waiter = ParkWaitFlag(c, done_flag, i, &done);
     v1::SignalFlagRequest signal;
     signal.set_session_id(c.session->id());
     signal.set_flag_id(gate.id());

@@ -73,15 +73,25 @@ class SharedMemoryTest : public testing::BackendDaemonTest {
     v1::GetServerInfoResponse resp;
     return stub_->GetServerInfo(&ctx, {}, &resp).ok();
   }
-  // Connects to the share socket, sends `bytes` (may be partial or
-  // garbage), and reports whether the daemon closed the connection without
-  // sending anything (within 5 s).
-  bool ClosedWithoutAnswer(const std::string& bytes) {
+  // A connection to the share socket; -1 (and a failure) if none.
+  int ConnectShareSocket() {
     const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     std::memcpy(addr.sun_path, share_socket_.data(), share_socket_.size());
-    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      ADD_FAILURE() << "connect: " << std::strerror(errno);
+      close(fd);
+      return -1;
+    }
+    return fd;
+  }
+  // Connects to the share socket, sends `bytes` (may be partial or
+  // garbage), and reports whether the daemon closed the connection without
+  // sending anything (within 5 s).
+  bool ClosedWithoutAnswer(const std::string& bytes) {
+    const int fd = ConnectShareSocket();
+    if (fd < 0) return false;
     if (!bytes.empty()) send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
     timeval tv{5, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
@@ -201,11 +211,8 @@ TEST_P(SharedMemoryTest, StalledConnectionsDelayNoFetch) {
   // deadlines.
   std::vector<int> stalled;
   for (int i = 0; i < 100; ++i) {
-    const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::memcpy(addr.sun_path, share_socket_.data(), share_socket_.size());
-    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    const int fd = ConnectShareSocket();
+    ASSERT_GE(fd, 0);
     if (i % 2 == 1) send(fd, "GSSHARE1", 8, MSG_NOSIGNAL);
     stalled.push_back(fd);
   }
