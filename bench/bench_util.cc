@@ -105,9 +105,13 @@ InProcessDaemon::InProcessDaemon(
     std::unique_ptr<tenants::TenantRegistry> tenants) {
   // The daemon's log lines go to a file: printed among the figures they
   // would cost terminal time and bury the results.
-  const std::string log_file =
-      absl::StrCat("/tmp/", name, "-", getpid(), ".log");
-  log::Init(log::Level::kInfo, log::Format::kText, log_file);
+  // Once per process: a bench that starts several daemons (sharing_bench)
+  // must not swap the logger under threads that log.
+  static const std::string log_file = [&] {
+    std::string file = absl::StrCat("/tmp/", name, "-", getpid(), ".log");
+    log::Init(log::Level::kInfo, log::Format::kText, file);
+    return file;
+  }();
   std::printf("(daemon log: %s)\n", log_file.c_str());
   auto core = session::ServerCore::Create(std::move(devices), {}, options,
                                           std::move(tenants));

@@ -178,12 +178,16 @@ std::vector<Share> Measure(CpuDevice& device, const Kernel& spin,
   for (absl::Time tick = start; tick < end;) {
     const absl::Time next = std::min(tick + kInterval, end);
     absl::SleepFor(next - absl::Now());
-    const double step = absl::ToDoubleSeconds(absl::Now() - tick);
-    tick = absl::Now();
+    const absl::Time now = absl::Now();
+    const double step = absl::ToDoubleSeconds(now - tick);
+    tick = now;
+    // A last sliver of an interval would give a noisy rate: left out of
+    // the series (the window's totals still count it).
+    const bool sample = step >= absl::ToDoubleSeconds(kInterval) / 2;
     for (size_t i = 0; i < tenants.size(); ++i) {
-      const uint64_t now = tenants[i]->launches.load();
-      series[i].push_back((now - last[i]) / step);
-      last[i] = now;
+      const uint64_t launched = tenants[i]->launches.load();
+      if (sample) series[i].push_back((launched - last[i]) / step);
+      last[i] = launched;
     }
   }
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);

@@ -42,15 +42,16 @@ absl::StatusOr<std::shared_ptr<SharedMapping>> SharedMapping::Fetch(
         absl::StrCat("share socket: ", std::strerror(errno)));
   }
   absl::Cleanup close_sock = [sock] { close(sock); };
+  // The daemon answers within about a second; never wait forever. (A unix
+  // socket's connect waits for room in a full backlog up to SO_SNDTIMEO.)
+  timeval timeout{10, 0};
+  setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
   if (connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     return absl::UnavailableError(
         absl::StrCat("cannot connect to share socket ", socket_path, ": ",
                      std::strerror(errno)));
   }
-  // The daemon answers within about a second; never wait forever.
-  timeval timeout{10, 0};
-  setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
   std::string request(kMagic, sizeof(kMagic) - 1);
   AppendU16(&request, session_id.size());
   request += session_id;

@@ -1,6 +1,7 @@
 // gpustreamd: the GPU stream daemon. See README.md and --help.
 #include <malloc.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -364,6 +365,14 @@ int Run(int argc, char** argv) {
   // the memory was freed. A fixed threshold hands every block of 1 MiB or
   // more back to the system when freed.
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  // Descriptors: every connection, and every HOST_SHARED buffer whose
+  // share ticket is outstanding, holds one; systemd's default soft limit
+  // (1024) is far below what the hard limit allows.
+  if (rlimit files; getrlimit(RLIMIT_NOFILE, &files) == 0 &&
+                    files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
   SetUsage("gpustreamd",
            "serves GPU streams, events, completion flags, memory and kernels "
            "over gRPC (gpustream.v1.GpuStream).\n"

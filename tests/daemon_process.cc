@@ -35,6 +35,12 @@ std::string ReadFile(const std::string& path) {
 
 pid_t StartProcess(const std::vector<std::string>& argv,
                    const std::string& log_path) {
+  // Daemons under test check their lock order even in optimized builds
+  // (util::UseReleaseMutexes). Set once, before the first spawn.
+  static const bool check_lock_order = [] {
+    return setenv("GPUSTREAM_CHECK_LOCK_ORDER", "1", 1) == 0;
+  }();
+  (void)check_lock_order;
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(),

@@ -42,7 +42,7 @@ status=0
 if [[ -n $plots ]]; then
   rm -f "$plots/gpu_bench.json"
   bash tools/gpu-bench.sh --launches=100000 --round_trips=500 \
-    "--samples_dir=$plots"
+    "--samples_dir=$plots" || status=$?
   # Debian's python3, where setup.sh installed matplotlib (a python3
   # earlier on PATH, e.g. pyenv's, may lack it).
   /usr/bin/python3 tools/plot_bench.py "$plots"

@@ -78,6 +78,8 @@ def launch_rates(bench, gpu, out):
     ax.bar_label(bars, labels=[f"{r[1]:,.0f}" for r in rates], fontsize=8)
     ax.axhline(1_000_000, linestyle="--", color="gray",
                label="goal via Submit: 1,000,000/s")
+    ax.axhline(3_000_000, linestyle=":", color="gray",
+               label="goal in-process: 3,000,000/s")
     ax.set_ylabel("noop launches / s")
     ax.set_title("launch rate per layer")
     ax.legend(fontsize=8)

@@ -451,7 +451,11 @@ std::shared_ptr<grpc::Channel> GrpcServer::InProcessChannel() {
 }
 
 void GrpcServer::Shutdown(absl::Duration grace) {
-  if (share_ != nullptr) share_->Stop();
+  if (share_ != nullptr) {
+    // No more tickets nobody could redeem.
+    core_.share_tickets().StopServing();
+    share_->Stop();
+  }
   server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   server_->Wait();
 }

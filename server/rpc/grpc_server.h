@@ -118,8 +118,9 @@ class GrpcServer {
 
  private:
   GrpcServer(session::ServerCore& core, const SubmitStreamOptions& submit)
-      : service_(core, submit), admin_(core) {}
+      : core_(core), service_(core, submit), admin_(core) {}
 
+  session::ServerCore& core_;
   GpuStreamService service_;
   AdminService admin_;
   std::unique_ptr<share::ShareServer> share_;  // Null: sharing off.

@@ -184,9 +184,9 @@ absl::Status ServerCore::GetServerInfo(const v1::GetServerInfoRequest&,
         "event_timing", "notifications", "health", "reflection"}) {
     resp->add_features(f);
   }
-  if (!share_tickets_.socket_path().empty()) {
+  if (std::string share = share_tickets_.socket_path(); !share.empty()) {
     resp->add_features("host_shared");
-    resp->set_share_socket(share_tickets_.socket_path());
+    resp->set_share_socket(std::move(share));
   }
   return absl::OkStatus();
 }

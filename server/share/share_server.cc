@@ -138,21 +138,25 @@ void ShareServer::Serve() {
         conns.size() < kMaxShareConnections && now >= accept_paused_until;
     std::vector<pollfd> fds = {{wake_fd_, POLLIN, 0}, {listen_fd_, 0, 0}};
     if (accepting) fds[1].events = POLLIN;
-    absl::Time next = accepting ? absl::InfiniteFuture() : accept_paused_until;
+    // At most a second: expired tickets are swept (closing their
+    // descriptors) even when nobody presents or issues one.
+    absl::Time next = now + absl::Seconds(1);
+    if (!accepting && accept_paused_until > now) {
+      next = std::min(next, accept_paused_until);
+    }
     for (const Connection& c : conns) {
       fds.push_back({c.fd, POLLIN, 0});
       next = std::min(next, c.until);
     }
-    int timeout_ms = -1;
-    if (next != absl::InfiniteFuture()) {
-      timeout_ms = static_cast<int>(
-          std::max<int64_t>(0, absl::ToInt64Milliseconds(next - now) + 1));
-    }
+    const int timeout_ms = static_cast<int>(
+        std::max<int64_t>(0, absl::ToInt64Milliseconds(next - now) + 1));
     if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) {
       log::Error("share_socket_failed").Str("error", std::strerror(errno));
+      tickets_->StopServing();  // Advertise nothing nobody answers.
       break;
     }
     if (fds[0].revents != 0) break;
+    tickets_->DropExpired();
     for (size_t i = 0; i < conns.size(); ++i) {
       Connection& c = conns[i];
       const short revents = fds[i + 2].revents;

@@ -30,6 +30,12 @@ absl::StatusOr<std::string> ShareTickets::Issue(
   std::vector<Entry> dropped;
   absl::MutexLock lock(&mu_);
   DropExpiredLocked(now);
+  if (by_ticket_.size() >= kMaxTickets) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "kind MEMORY_KIND_HOST_SHARED: the daemon holds ", kMaxTickets,
+        " share tickets not yet redeemed (of all sessions); try again once "
+        "they are fetched or expire (30 s)"));
+  }
   absl::flat_hash_set<std::string>& mine = by_session_[session_id];
   if (mine.size() >= kMaxTicketsPerSession) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -102,6 +108,11 @@ void ShareTickets::Forget(const std::string& session_id) {
     by_session_.erase(session_id);
   }
   for (const Entry& entry : dropped) Discard(entry);
+}
+
+void ShareTickets::DropExpired() {
+  absl::MutexLock lock(&mu_);
+  DropExpiredLocked(absl::Now());
 }
 
 size_t ShareTickets::outstanding() const {

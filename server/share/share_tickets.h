@@ -2,6 +2,7 @@
 #ifndef GPUSTREAM_SERVER_SHARE_SHARE_TICKETS_H_
 #define GPUSTREAM_SERVER_SHARE_SHARE_TICKETS_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -21,9 +22,11 @@ namespace gpustream::share {
 
 // Bytes of a ticket: 128 random bits from the kernel's CSPRNG.
 inline constexpr size_t kTicketBytes = 16;
-// Tickets one session may hold unredeemed: each keeps a descriptor open in
-// the daemon until it is redeemed, revoked or expires.
+// Tickets one session, and the whole daemon, may hold unredeemed: each
+// keeps a descriptor open in the daemon until it is redeemed, revoked or
+// expires, and descriptors are what the daemon's listeners need too.
 inline constexpr size_t kMaxTicketsPerSession = 64;
+inline constexpr size_t kMaxTickets = 1024;
 
 // Every ticket AllocateBuffer(HOST_SHARED) issued and nobody presented yet.
 // A ticket is single use, valid for `lifetime` after it was issued, and
@@ -62,15 +65,25 @@ class ShareTickets {
   void Revoke(const backend::SharedRegion* region);
   // Drops the tickets of a session that closed.
   void Forget(const std::string& session_id);
+  // Drops expired tickets (closing their descriptors); the share server
+  // calls it every second.
+  void DropExpired();
 
   // Tickets issued and neither presented nor dropped yet.
   size_t outstanding() const;
 
   // Where tickets are redeemed: the share socket's path, empty while
   // sharing is off (HOST_SHARED allocations are then refused). Set once,
-  // before the daemon serves; read-only after.
-  void set_socket_path(std::string path) { socket_path_ = std::move(path); }
-  const std::string& socket_path() const { return socket_path_; }
+  // before the daemon serves; StopServing (the share socket closed at
+  // shutdown) turns sharing off for good.
+  void set_socket_path(std::string path) {
+    socket_path_ = std::move(path);
+    serving_.store(!socket_path_.empty());
+  }
+  void StopServing() { serving_.store(false); }
+  std::string socket_path() const {
+    return serving_.load() ? socket_path_ : std::string();
+  }
 
  private:
   struct Entry {
@@ -87,7 +100,8 @@ class ShareTickets {
   static void Discard(const Entry& entry);
 
   const absl::Duration lifetime_;
-  std::string socket_path_;
+  std::string socket_path_;  // Written before serving only.
+  std::atomic<bool> serving_{false};
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Entry> by_ticket_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, absl::flat_hash_set<std::string>> by_session_

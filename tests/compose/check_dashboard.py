@@ -6,13 +6,18 @@ deploy/grafana/gpustream.json must return series while a client works.
         (default URL: $GPUSTREAM_PROMETHEUS_URL)
 
 Grafana's variables are given the values a user sees by default
-($device: every device, $__rate_interval: 30s). A client keeps launching
-kernels (team-a's token, over the unix socket) during the queries, so the
-rates have something to show. Exit status 0 when every expression returned
-at least one series; each line printed names an expression and how many.
+($device: every device, $__rate_interval: 30s), and the $device variable's
+own query (label_values) must list a device. A client keeps launching
+kernels and making unary calls, some of them refused (team-a's token, over
+the unix socket), during the queries, so every rate and quantile has
+something to show: those expressions must also return a finite, non-zero
+value (a panel over a wrong label or metric shows zeros or NaN). Exit
+status 0 when every expression passed; each line printed names an
+expression, its series and its largest value.
 """
 
 import json
+import math
 import os
 import sys
 import threading
@@ -21,6 +26,7 @@ import urllib.parse
 import urllib.request
 
 import gpustream
+from gpustream._proto import pb
 
 VARIABLES = {"$__rate_interval": "30s", "$device": ".*"}
 
@@ -33,6 +39,15 @@ def query(url: str, expr: str):
     if body.get("status") != "success":
         raise RuntimeError(f"{expr}: {body}")
     return body["data"]["result"]
+
+
+def device_values(url: str) -> list:
+    """label_values(gpustream_device_memory_total_bytes, device), as
+    Grafana asks Prometheus for it."""
+    full = f"{url}/api/v1/label/device/values?" + urllib.parse.urlencode(
+        {"match[]": "gpustream_device_memory_total_bytes"})
+    with urllib.request.urlopen(full, timeout=10) as response:
+        return json.load(response).get("data", [])
 
 
 def expressions(dashboard: dict):
@@ -61,6 +76,15 @@ def work(stop: threading.Event, errors: list) -> None:
                 for _ in range(50):
                     queue.launch("samples", "fill_u32", 4, 256, buf, 7, 1024)
                 queue.synchronize(timeout=30)
+                # A unary call that succeeds and one the daemon refuses
+                # (NOT_FOUND): the latency and error panels' traffic.
+                session._core.unary("QueryQueue", pb.QueryQueueRequest(
+                    session_id=session.id, queue_id=queue.id))
+                try:
+                    session._core.unary("QueryQueue", pb.QueryQueueRequest(
+                        session_id=session.id, queue_id=(1 << 62)))
+                except gpustream.Error:
+                    pass
     except Exception as e:  # pylint: disable=broad-except
         errors.append(e)
 
@@ -88,13 +112,25 @@ def main() -> int:
     stop, errors = threading.Event(), []
     worker = threading.Thread(target=work, args=(stop, errors), daemon=True)
     worker.start()
-    time.sleep(5)  # Several scrapes while the client works.
+    time.sleep(8)  # Several scrapes while the client works.
     failed = 0
     for title, expr in expressions(dashboard):
         series = query(url, expr)
-        print(f"{len(series):3d} series  {title}: {expr}")
+        values = [float(s["value"][1]) for s in series]
+        finite = [v for v in values if math.isfinite(v)]
+        largest = max(finite) if finite else float("nan")
+        print(f"{len(series):3d} series, largest {largest:g}  {title}: {expr}")
         if not series:
             failed += 1
+        elif ("rate(" in expr or "histogram_quantile" in expr) and not any(
+                v > 0 for v in finite):
+            print("    ^ no finite, non-zero value while the client works")
+            failed += 1
+    # The $device variable's query (Grafana's label_values).
+    devices = device_values(url)
+    print(f"{len(devices):3d} values   $device: {devices}")
+    if not devices:
+        failed += 1
     stop.set()
     worker.join(timeout=60)
     if errors:

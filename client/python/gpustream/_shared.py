@@ -30,8 +30,11 @@ def fetch_mapping(socket_path: str, session_id: str,
                struct.pack("<H", len(ticket)) + ticket)
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            # Blocking connect (a timeout would make a full backlog fail at
-            # once with EAGAIN); the answer is bounded.
+            # A blocking connect bounded by SO_SNDTIMEO (a unix socket's
+            # connect waits that long for room in a full backlog; Python's
+            # own timeout would make it fail at once with EAGAIN).
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
+                            struct.pack("ll", 10, 0))
             sock.connect(socket_path)
             sock.settimeout(10)
             sock.sendall(request)

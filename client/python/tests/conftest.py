@@ -55,9 +55,11 @@ class Daemon:
                 f"--listen=unix:{self.dir}/gs.sock,127.0.0.1:0",
                 f"--ready_file={ready}", "--backend=cpu"]
         argv += extra_args or []
+        # Lock-order checks on even in an optimized daemon.
+        env = dict(os.environ, GPUSTREAM_CHECK_LOCK_ORDER="1")
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(argv, stdout=log,
-                                            stderr=subprocess.STDOUT)
+                                            stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + 30
         lines: List[str] = []
         while time.monotonic() < deadline:
