@@ -217,8 +217,13 @@ class ManifestsTest(unittest.TestCase):
         self.assertEqual({p["targetPort"] for p in service["ports"]},
                          set(ports))
 
+        # The daemon's image is the Dockerfile's `runtime` stage (others,
+        # such as `prometheus`, expose their own ports).
         with open(os.path.join(HERE, "docker", "Dockerfile")) as f:
-            exposed = re.findall(r"(?m)^EXPOSE (.*)$", f.read())
+            stages = re.split(r"(?m)^FROM \S+ AS (\S+)\s*$", f.read())
+        runtime = dict(zip(stages[1::2], stages[2::2]))["runtime"]
+        exposed = re.findall(r"(?m)^EXPOSE (.*)$", runtime)
+        self.assertTrue(exposed)
         self.assertEqual({int(p) for line in exposed for p in line.split()},
                          set(ports.values()))
 
