@@ -253,7 +253,10 @@ TEST_P(SharedMemoryTest, GarbageGetsTheConnectionClosedAndNothingElse) {
   // Lengths past the limits.
   EXPECT_TRUE(ClosedWithoutAnswer(std::string("GSSHARE1\xff\xff", 10)));
   // A request that stops half-way: closed after the daemon's deadline.
-  EXPECT_TRUE(ClosedWithoutAnswer(std::string("GSSHARE1\x04\x00ab", 12)));
+  EXPECT_TRUE(
+      ClosedWithoutAnswer(std::string("GSSHARE1\x04\x00"
+                                      "ab",
+                                      12)));
   // Nothing at all.
   EXPECT_TRUE(ClosedWithoutAnswer(""));
   // The daemon serves on, the share socket too.
