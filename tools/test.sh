@@ -47,14 +47,18 @@ phase "compose suite" bash tools/compose-test.sh
 phase "soak (short)" bash tools/soak.sh --short
 phase "bazel test --config=asan" bazel test "${gpu_flags[@]}" --config=asan //...
 phase "skip check (asan)" skip_check --config=asan
-phase "bazel test --config=tsan" bazel test "${gpu_flags[@]}" --config=tsan //...
+# Not the Python client's suite under TSan (the test command's time on two
+# cores): it drives the daemon through the same paths as the C++ end-to-end
+# suites, which run here, and it runs in the default and ASan phases.
+phase "bazel test --config=tsan" bazel test "${gpu_flags[@]}" --config=tsan \
+  -- //... -//client/python:gpustream_test
 phase "skip check (tsan)" skip_check --config=tsan
 # The seven fuzz targets, four at a time, 30 seconds each (the phase must
 # fit the test command's time on two cores; tools/fuzz.sh alone fuzzes
 # longer).
 phase "fuzz (short)" bash tools/fuzz.sh --seconds 30 --parallel 4
 # Not the Python client's suite: it drives the CPU backend, the same in a
-# build without CUDA, and ran in the three phases above.
+# build without CUDA, and ran in the default and ASan phases above.
 phase "bazel test --config=nocuda" bazel test --config=nocuda -- //... \
   -//client/python:gpustream_test
 phase "skip check (nocuda)" skip_check --no-cuda-build --config=nocuda
