@@ -22,7 +22,13 @@ namespace gpustream::backend {
 // the file under the daemon's mapping, which would turn every later access
 // into SIGBUS. The file is not executable (MFD_NOEXEC_SEAL where the
 // kernel has it). Thread-safe.
-class SharedRegion {
+//
+// It derives from enable_shared_from_this only for the weak reference that
+// brings: with it the last release never takes libstdc++ 12's fast path
+// (one 8-byte atomic load of both counts), which ThreadSanitizer cannot
+// pair with a share ticket's 4-byte weak release on another thread, and
+// reports as a race.
+class SharedRegion : public std::enable_shared_from_this<SharedRegion> {
  public:
   // Zero-filled. `size` 0 still maps one page (a distinct address).
   // RESOURCE_EXHAUSTED when the kernel refuses the memory.
