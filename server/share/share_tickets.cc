@@ -27,7 +27,6 @@ absl::StatusOr<std::string> ShareTickets::Issue(
   }
   const backend::SharedRegion* key = region.lock().get();
   const absl::Time now = absl::Now();
-  std::vector<Entry> dropped;
   absl::MutexLock lock(&mu_);
   DropExpiredLocked(now);
   if (by_ticket_.size() >= kMaxTickets) {
@@ -100,12 +99,13 @@ void ShareTickets::Forget(const std::string& session_id) {
     absl::MutexLock lock(&mu_);
     auto mine = by_session_.find(session_id);
     if (mine == by_session_.end()) return;
-    const absl::flat_hash_set<std::string> tickets = mine->second;
+    // Taken out first: EraseLocked edits the session's set.
+    const absl::flat_hash_set<std::string> tickets = std::move(mine->second);
+    by_session_.erase(mine);
     for (const std::string& ticket : tickets) {
       auto it = by_ticket_.find(ticket);
       if (it != by_ticket_.end()) dropped.push_back(EraseLocked(it));
     }
-    by_session_.erase(session_id);
   }
   for (const Entry& entry : dropped) Discard(entry);
 }
