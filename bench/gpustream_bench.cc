@@ -34,6 +34,13 @@ ABSL_FLAG(int, lone_launches, 500, "Lone launches timed enqueue to completion");
 ABSL_FLAG(bool, in_process_only, false,
           "Measure the CPU backend in-process only (no daemon, no RPC): for "
           "profiling the backend");
+ABSL_FLAG(std::string, launch_rate_only, "",
+          "Measure one launch rate and nothing else: in_process (straight "
+          "into the CPU backend) or submit_unix / submit_tcp (the C++ "
+          "client's pipelined Submit to a daemon in this process). "
+          "tools/bench.sh runs it under valgrind's callgrind at two launch "
+          "counts: the difference in instructions over the difference in "
+          "launches is the instructions each launch costs that layer");
 ABSL_FLAG(int, data_mib, 256,
           "MiB moved per data-plane figure (WriteBuffer, ReadBuffer, "
           "CopyBuffer from HOST_SHARED memory); 0 skips them");
@@ -270,7 +277,38 @@ TransportFigures MeasureTransport(const std::string& target) {
   return f;
 }
 
+// --launch_rate_only: one rate, with as little else as possible around
+// it (instructions are counted for the whole process).
+int RunLaunchRateOnly(const std::string& layer) {
+  const int launches = absl::GetFlag(FLAGS_launches);
+  if (layer == "in_process") {
+    std::printf("%s %.0f launches/s\n", layer.c_str(),
+                InProcessLaunchRate(launches));
+    return 0;
+  }
+  if (layer != "submit_unix" && layer != "submit_tcp") {
+    std::fprintf(stderr,
+                 "gpustream_bench: --launch_rate_only=%s: expected "
+                 "in_process, submit_unix or submit_tcp\n",
+                 layer.c_str());
+    return 2;
+  }
+  std::vector<std::unique_ptr<backend::Device>> devices;
+  devices.push_back(
+      std::make_unique<backend::CpuDevice>(backend::CpuDeviceOptions{}));
+  InProcessDaemon daemon(std::move(devices), "gpustream-bench", nullptr);
+  BenchClient c =
+      ConnectBenchClient(daemon.addresses()[layer == "submit_unix" ? 0 : 1]);
+  std::printf("%s %.0f launches/s\n", layer.c_str(),
+              SubmitNoopLaunchRate(c.session->default_queue(), launches));
+  return 0;
+}
+
 int Run() {
+  if (const std::string only = absl::GetFlag(FLAGS_launch_rate_only);
+      !only.empty()) {
+    return RunLaunchRateOnly(only);
+  }
   std::vector<std::unique_ptr<backend::Device>> devices;
   devices.push_back(
       std::make_unique<backend::CpuDevice>(backend::CpuDeviceOptions{}));

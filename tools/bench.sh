@@ -35,6 +35,31 @@ if [[ -n $plots ]]; then
 fi
 "$bin/bench/gpustream_bench" ${samples[@]+"${samples[@]}"} \
   ${args[@]+"${args[@]}"}
+# Instructions per launch, per layer: each layer's launch rate alone under
+# callgrind at two launch counts; what the extra launches added, over their
+# number, is what one launch costs (every thread of the process counted,
+# start-up and teardown cancelled out). Deterministic, unlike the rates on
+# a shared 2-core machine, so each change to the launch path is measured.
+instructions_per_launch() {  # LAYER
+  local n out ir=()
+  for n in 20000 120000; do
+    out=$(mktemp)
+    valgrind --tool=callgrind --callgrind-out-file="$out" \
+      "$bin/bench/gpustream_bench" --launch_rate_only="$1" --launches="$n" \
+      >/dev/null 2>&1
+    ir+=("$(sed -n 's/^summary: //p' "$out")")
+    rm -f "$out"
+  done
+  echo $(((ir[1] - ir[0]) / 100000))
+}
+if command -v valgrind >/dev/null; then
+  echo
+  for layer in in_process submit_unix submit_tcp; do
+    printf '%-48s %12s instructions per launch (callgrind)\n' \
+      "noop launch, $layer" "$(instructions_per_launch "$layer")"
+  done
+  echo
+fi
 # A missed fairness goal (exit 1) still lets the rest run and draw.
 status=0
 "$bin/bench/fair_share_bench" ${samples[@]+"${samples[@]}"} || status=$?

@@ -28,8 +28,10 @@ test_packages=(
   clang-14 libclang-rt-14-dev libfuzzer-14-dev
   # The compose suite (tools/compose-test.sh) runs a real Docker engine.
   docker.io docker-compose debootstrap
-  # tools/bench.sh --plots draws the benchmarks' figures.
-  python3-matplotlib
+  # tools/bench.sh --plots draws the benchmarks' figures; it counts
+  # instructions per launch under valgrind's callgrind (this machine's
+  # hypervisor gives perf no hardware counters).
+  python3-matplotlib valgrind
 )
 
 packages=("${build_packages[@]}")
