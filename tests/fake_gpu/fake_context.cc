@@ -48,8 +48,8 @@ Contexts& contexts() {
 
 // The calling thread's current context handle (CtxSetCurrent), or 0: the
 // top of its context stack; the contexts below it, bottom first.
-thread_local uintptr_t t_current = 0;
-thread_local std::vector<uintptr_t> t_below;
+FAKEGPU_THREAD_LOCAL uintptr_t t_current = 0;
+FAKEGPU_THREAD_LOCAL std::vector<uintptr_t> t_below;
 
 // Pops the calling thread's current context: the one below becomes
 // current.

@@ -17,7 +17,7 @@ namespace {
 // Published once by the first successful Init, never freed.
 std::atomic<const Config*> g_config{nullptr};
 std::mutex g_init_mu;
-thread_local bool t_in_host_function = false;
+FAKEGPU_THREAD_LOCAL bool t_in_host_function = false;
 
 // The skin's hardware-queue variable (CUDA_DEVICE_MAX_CONNECTIONS,
 // GPU_MAX_HW_QUEUES) as the driver reads it at init: a number in [1, 32];

@@ -15,6 +15,16 @@
 #include <cstddef>
 #include <cstdint>
 
+// The fake's thread-local state uses the initial-exec TLS model. The
+// library is dlopen'ed, and its dynamic TLS would be reached through
+// __tls_get_addr, where GCC 12's ThreadSanitizer mis-sizes a new thread's
+// block on this glibc (a range of hundreds of terabytes: the process dies
+// "ThreadSanitizer failed to allocate" in whichever thread first touches
+// it). Initial-exec TLS never calls __tls_get_addr; the few bytes fit the
+// static TLS surplus glibc keeps for dlopen'ed libraries.
+#define FAKEGPU_THREAD_LOCAL \
+  thread_local __attribute__((tls_model("initial-exec")))
+
 namespace fakegpu {
 
 // What an entry point returns. The skins map each to their vendor's code.

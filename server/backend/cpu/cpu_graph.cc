@@ -53,13 +53,14 @@ class GraphSegment {
 
  private:
   absl::Status RunTurn(const CpuOp::Context& c) {
-    const auto start = std::chrono::steady_clock::now();
+    const auto start = c.start;
     const std::vector<GraphCommand>& commands = graph_->commands();
     while (next_ < end_) {
       absl::Status s;
       if (std::holds_alternative<GraphLaunch>(commands[next_])) {
         s = c.core->RunStoppable(
-            *c.slot, [&](const volatile int* stop, const CpuKernel** running) {
+            *c.slot, start,
+            [&](const volatile int* stop, const CpuKernel** running) {
               return RunLaunches(start, stop, running);
             });
       } else {

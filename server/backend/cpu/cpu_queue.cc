@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -121,9 +122,8 @@ void CpuQueueCore::DropOps(std::deque<CpuOp>& ops, const absl::Status& reason) {
   Count(count, staged, /*completed=*/false);
 }
 
-std::chrono::steady_clock::time_point CpuQueueCore::AddBusy(
-    std::chrono::steady_clock::time_point start) {
-  const auto now = std::chrono::steady_clock::now();
+CpuQueueCore::Clock::time_point CpuQueueCore::AddBusy(Clock::time_point start) {
+  const auto now = Clock::now();
   const auto ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(now - start).count();
   if (ns > 0) {
@@ -137,21 +137,34 @@ bool CpuQueueCore::RunNext(LaunchSlot& slot) {
   // Quick ops run on in one turn, up to a short slice: a storm of small
   // launches costs one pick per slice, not per op. Longer ops still end
   // their turn, so others wait at most one op plus the slice.
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = Clock::now();
+  const auto turn_end = start + kCpuTurnSlice;
   auto now = start;
-  while (RunOne(slot, &now)) {
-    if (now - start >= kCpuTurnSlice) return true;
+  while (RunOne(slot, &now, turn_end)) {
+    if (now >= turn_end) return true;
   }
   return false;
 }
 
-bool CpuQueueCore::RunOne(LaunchSlot& slot,
-                          std::chrono::steady_clock::time_point* now) {
-  Deferred deferred;  // Declared first: a self-reference it takes goes last.
-  const auto start = *now;
-  std::deque<CpuOp> skipped;
+namespace {
+
+// The most ops RunBatch takes off the queue under one lock: enough that a
+// storm of launches costs a lock pair per batch, few enough that what a
+// turn leaves (the slice ended) goes back quickly.
+constexpr size_t kMaxBatch = 32;
+
+bool IsWait(const CpuOp& op) {
+  return op.kind == CpuOp::Kind::kWaitEvent ||
+         op.kind == CpuOp::Kind::kWaitFlag;
+}
+
+}  // namespace
+
+bool CpuQueueCore::RunOne(LaunchSlot& slot, Clock::time_point* now,
+                          Clock::time_point turn_end) {
+  std::optional<std::deque<CpuOp>> skipped;
   absl::Status sticky;
-  CpuOp op;
+  CpuOp wait;
   {
     absl::MutexLock lock(&mu_);
     if (ops_.empty() || parked_) {  // Cancel took the work meanwhile.
@@ -163,71 +176,131 @@ bool CpuQueueCore::RunOne(LaunchSlot& slot,
     if (!error_.ok()) {
       // After a failure everything enqueued is skipped: all of it at once.
       sticky = error_;
-      skipped.swap(ops_);
-    } else {
-      op = std::move(ops_.front());
+      skipped.emplace().swap(ops_);
+    } else if (IsWait(ops_.front())) {
+      wait = std::move(ops_.front());
       ops_.pop_front();
+    } else {
+      launch_slot_ = &slot;
+      while (!ops_.empty() && !IsWait(ops_.front()) &&
+             batch_.size() < batch_limit_) {
+        batch_.push_back(std::move(ops_.front()));
+        ops_.pop_front();
+      }
     }
   }
+  if (skipped.has_value()) {
+    DropOps(*skipped, sticky);
+    *now = AddBusy(*now);
+    return FinishRun(absl::OkStatus());
+  }
+  if (batch_.empty()) return RunWait(std::move(wait), now);
+  return RunBatch(slot, now, turn_end);
+}
 
+bool CpuQueueCore::RunBatch(LaunchSlot& slot, Clock::time_point* now,
+                            Clock::time_point turn_end) {
+  const absl::Status ok;
   absl::Status status;
-  bool again = false;  // The op has more to do (Context::again).
-  if (!skipped.empty()) {
-    DropOps(skipped, sticky);
-  } else if (op.kind == CpuOp::Kind::kWork) {
-    const absl::Status ok;
-    status = op.fn({ok, /*dropped=*/false, this, &slot, &again});
-    again = again && status.ok();
-    if (!again) {
-      const uint64_t staged = op.staged_bytes;
-      // Destroyed before it counts as done: it may hold the last reference
-      // to objects whose release a waiter expects.
-      op = CpuOp();
-      Count(1, staged, /*completed=*/true);
+  size_t next = 0;      // batch_[next] is the first op not finished.
+  uint64_t staged = 0;  // Of the ops finished.
+  uint64_t busy_ns = 0;
+  while (next < batch_.size()) {
+    // A Cancel meanwhile leaves the rest to the queue (dropped with it).
+    if (cancelled_.load(std::memory_order_acquire)) break;
+    CpuOp& op = batch_[next];
+    const Clock::time_point start = *now;
+    bool again = false;  // The op has more to do (Context::again).
+    if (op.kind == CpuOp::Kind::kLaunch) {
+      const CpuKernel& kernel = *op.kernel;
+      status = RunStoppable(
+          slot, start,
+          [&](const volatile int* stop, const CpuKernel** running) {
+            *running = &kernel;
+            return kernel.Run(op.config, op.args, stop);
+          });
+    } else {
+      status = op.fn({ok, /*dropped=*/false, this, &slot, start, &again});
+      again = again && status.ok();
     }
-  } else {
-    const bool ready =
-        op.kind == CpuOp::Kind::kWaitEvent
-            ? op.point->IsComplete()
-            : op.flag->released() ||
-                  Satisfies(op.flag->Load(), op.value, op.condition);
-    if (!ready) {
-      std::shared_ptr<CpuEventPoint> point = op.point;
-      std::shared_ptr<CpuFlag> flag = op.flag;
-      const uint64_t value = op.value;
-      const WaitCondition condition = op.condition;
-      uint64_t gen = 0;
-      {
-        absl::MutexLock lock(&mu_);
-        // Unless Cancel came meanwhile (then the wait is simply over).
-        if (error_.ok()) {
-          running_ = false;
-          scheduled_ = false;
-          parked_ = true;
-          parked_op_ = std::move(op);
-          gen = ++park_gen_;
-        }
-      }
-      if (gen != 0) {
-        Arm(gen, std::move(point), std::move(flag), value, condition);
-        *now = AddBusy(start);
-        return false;
-      }
-    }
+    *now = Clock::now();
+    busy_ns +=
+        std::chrono::duration_cast<std::chrono::nanoseconds>(*now - start)
+            .count();
+    if (again) break;  // It stays at the head, and runs on at a later turn.
+    staged += op.staged_bytes;
+    // Destroyed before it counts as done: it may hold the last reference
+    // to objects whose release a waiter expects.
     op = CpuOp();
-    Count(1, 0, /*completed=*/true);
+    ++next;
+    if (!status.ok() || *now >= turn_end) break;
   }
   // Before the work shows as done: a Sync then sees its time.
-  *now = AddBusy(start);
+  if (busy_ns > 0) {
+    account_->busy_ns.fetch_add(busy_ns, std::memory_order_relaxed);
+  }
+  Count(next, staged, /*completed=*/true);
+  // Take about as many as ran next time: ops that end the slice early
+  // (slow ones) are not taken in dozens only to be put back.
+  batch_limit_ = next < batch_.size()
+                     ? std::max<size_t>(next, 1)
+                     : std::min(kMaxBatch, 2 * batch_limit_);
+  {
+    absl::MutexLock lock(&mu_);
+    launch_slot_ = nullptr;
+    // What is left goes back to the head, in order, even after a Cancel or
+    // a failure: a later turn then drops it with the rest.
+    for (size_t i = batch_.size(); i > next; --i) {
+      ops_.push_front(std::move(batch_[i - 1]));
+    }
+  }
+  batch_.clear();
+  return FinishRun(status);
+}
 
+bool CpuQueueCore::RunWait(CpuOp op, Clock::time_point* now) {
+  const auto start = *now;
+  const bool ready =
+      op.kind == CpuOp::Kind::kWaitEvent
+          ? op.point->IsComplete()
+          : op.flag->released() ||
+                Satisfies(op.flag->Load(), op.value, op.condition);
+  if (!ready) {
+    std::shared_ptr<CpuEventPoint> point = op.point;
+    std::shared_ptr<CpuFlag> flag = op.flag;
+    const uint64_t value = op.value;
+    const WaitCondition condition = op.condition;
+    uint64_t gen = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      // Unless Cancel came meanwhile (then the wait is simply over).
+      if (error_.ok()) {
+        running_ = false;
+        scheduled_ = false;
+        parked_ = true;
+        parked_op_ = std::move(op);
+        gen = ++park_gen_;
+      }
+    }
+    if (gen != 0) {
+      Arm(gen, std::move(point), std::move(flag), value, condition);
+      *now = AddBusy(start);
+      return false;
+    }
+  }
+  op = CpuOp();
+  Count(1, 0, /*completed=*/true);
+  *now = AddBusy(start);
+  return FinishRun(absl::OkStatus());
+}
+
+bool CpuQueueCore::FinishRun(const absl::Status& status) {
+  Deferred deferred;  // Declared first: a self-reference it takes goes last.
   bool first_failure = false;
   bool more;
   {
     absl::MutexLock lock(&mu_);
     running_ = false;
-    // Back at the head, even after a Cancel: a later turn then drops it
-    // with the rest (its records complete), as it drops every op left.
-    if (again) ops_.push_front(std::move(op));
     if (!status.ok() && error_.ok()) {
       error_ = status;
       first_failure = true;
@@ -289,34 +362,17 @@ void CpuQueueCore::Resume(uint64_t gen) {
   RunDeferred(deferred);
 }
 
-absl::Status CpuQueueCore::RunLaunch(LaunchSlot& slot, const CpuKernel& kernel,
-                                     const LaunchConfig& config,
-                                     const std::vector<KernelArg>& args) {
-  return RunStoppable(slot,
-                      [&](const volatile int* stop, const CpuKernel** running) {
-                        *running = &kernel;
-                        return kernel.Run(config, args, stop);
-                      });
-}
-
-absl::Status CpuQueueCore::RunStoppable(LaunchSlot& slot, StoppableBody body) {
-  const uint64_t id = slot.Begin();
-  {
-    absl::MutexLock lock(&mu_);
-    if (cancelled_) {
-      slot.End();
-      return error_;
-    }
-    launch_slot_ = &slot;
-    launch_id_ = id;
+absl::Status CpuQueueCore::RunStoppable(LaunchSlot& slot,
+                                        Clock::time_point start,
+                                        StoppableBody body) {
+  slot.Begin(start);
+  // After Begin: a Cancel that this load misses asks the slot to stop.
+  if (cancelled_.load(std::memory_order_seq_cst)) {
+    slot.End();
+    return error();
   }
   const CpuKernel* running = nullptr;
   absl::Status status = body(slot.stop_word(), &running);
-  {
-    absl::MutexLock lock(&mu_);
-    launch_slot_ = nullptr;
-    launch_id_ = 0;
-  }
   switch (slot.End()) {
     case LaunchStop::kTimeLimit:
       return absl::DeadlineExceededError(absl::StrCat(
@@ -353,7 +409,7 @@ void CpuQueueCore::Cancel(const absl::Status& reason_in) {
   {
     absl::MutexLock lock(&mu_);
     if (error_.ok()) error_ = reason;
-    cancelled_ = true;
+    cancelled_.store(true, std::memory_order_seq_cst);
     dropped.swap(ops_);
     if (parked_) {
       parked_ = false;
@@ -368,7 +424,7 @@ void CpuQueueCore::Cancel(const absl::Status& reason_in) {
     }
     // A kernel running now is asked to return; the queue does not wait.
     if (launch_slot_ != nullptr) {
-      launch_slot_->RequestStop(launch_id_, LaunchStop::kCancelled);
+      launch_slot_->RequestStopRunning(LaunchStop::kCancelled);
     }
     if (!dropped.empty()) ++delivering_;
   }
@@ -420,13 +476,14 @@ absl::Status CpuQueue::Work(
 
 absl::Status CpuQueue::Launch(const Kernel& kernel, const LaunchConfig& config,
                               std::vector<KernelArg> args) {
-  const auto& cpu_kernel = static_cast<const CpuKernel&>(kernel);
   if (absl::Status s = CheckLaunch(kernel, config); !s.ok()) return s;
-  return Work([&cpu_kernel, config, args = std::move(args)](
-                  const CpuOp::Context& c) mutable -> absl::Status {
-    if (c.dropped) return absl::OkStatus();
-    return c.core->RunLaunch(*c.slot, cpu_kernel, config, args);
-  });
+  CpuOp op;
+  op.kind = CpuOp::Kind::kLaunch;
+  op.kernel = &static_cast<const CpuKernel&>(kernel);
+  op.config = config;
+  op.args = std::move(args);
+  core_->Enqueue(std::move(op));
+  return absl::OkStatus();
 }
 
 absl::Status CpuQueue::CheckLaunch(const Kernel&, const LaunchConfig& config) {

@@ -34,7 +34,9 @@ inline constexpr std::chrono::microseconds kCpuTurnSlice(20);
 
 // One enqueued operation.
 struct CpuOp {
-  enum class Kind : uint8_t { kWork, kWaitEvent, kWaitFlag };
+  // kLaunch is a kernel launch held as plain fields (no closure to allocate
+  // and free per launch: the hottest op).
+  enum class Kind : uint8_t { kWork, kLaunch, kWaitEvent, kWaitFlag };
 
   // How `fn` is called: to run the op (`dropped` false, `status` OK, on an
   // execution thread) or to drop it unrun (`dropped` true, `status` the
@@ -46,6 +48,8 @@ struct CpuOp {
     bool dropped;
     CpuQueueCore* core;
     LaunchSlot* slot;  // The execution thread's; null when dropped.
+    // When the op began running (RunStoppable's start for the watchdog).
+    std::chrono::steady_clock::time_point start = {};
     // A run may set it (OK status only) when the op has more to do: the op
     // stays at the head of the queue and runs on at the queue's next turn,
     // so a long op (a captured graph's commands) yields to the fair-share
@@ -55,6 +59,9 @@ struct CpuOp {
 
   Kind kind = Kind::kWork;
   absl::AnyInvocable<absl::Status(const Context&)> fn;  // kWork
+  const CpuKernel* kernel = nullptr;                    // kLaunch
+  LaunchConfig config;                                  // kLaunch
+  std::vector<KernelArg> args;                          // kLaunch
   std::shared_ptr<CpuEventPoint> point;                 // kWaitEvent
   std::shared_ptr<CpuFlag> flag;                        // kWaitFlag
   uint64_t value = 0;
@@ -112,19 +119,18 @@ class CpuQueueCore final : public CpuScheduler::Task,
   // The CpuQueue is gone: the core keeps itself until its work is done.
   void Retire();
 
-  // Runs a launch on `slot`, stoppable by the watchdog and Cancel. A launch
-  // the watchdog stopped fails with DEADLINE_EXCEEDED naming the kernel and
-  // the limit, whatever the kernel returned.
-  absl::Status RunLaunch(LaunchSlot& slot, const CpuKernel& kernel,
-                         const LaunchConfig& config,
-                         const std::vector<KernelArg>& args);
-  // RunLaunch for `body`, which may run several kernels (a turn of a
-  // graph's commands) under one Begin/End of the slot: the time limit runs
-  // from the first, and `body` should return once `stop` reads nonzero.
-  // `*running` names the kernel running when it was stopped.
+  // Runs `body`, which may run several kernels (a turn of a graph's
+  // commands), as one launch of `slot` begun at `start`, stoppable by the
+  // watchdog and Cancel: the time limit runs from `start`, and `body`
+  // should return once `stop` reads nonzero. `*running` names the kernel
+  // running when it was stopped. A launch the watchdog stopped fails with
+  // DEADLINE_EXCEEDED naming the kernel and the limit, whatever the kernel
+  // returned. Only from an op of a batch this core is running on `slot`.
   using StoppableBody = absl::FunctionRef<absl::Status(
       const volatile int* stop, const CpuKernel** running)>;
-  absl::Status RunStoppable(LaunchSlot& slot, StoppableBody body);
+  absl::Status RunStoppable(LaunchSlot& slot,
+                            std::chrono::steady_clock::time_point start,
+                            StoppableBody body);
 
   // CpuScheduler::Task.
   bool RunNext(LaunchSlot& slot) override;
@@ -154,17 +160,27 @@ class CpuQueueCore final : public CpuScheduler::Task,
            WaitCondition condition);
   // The parked wait of generation `gen` is over.
   void Resume(uint64_t gen);
-  // Runs the next op (or skips all of them after a failure); whether
-  // another is ready. False also when the queue parked on a wait. `*now`:
-  // the time the op starts, on return the time it ended (one clock read
-  // per op serves its busy time, the turn's slice and the next op's start).
-  bool RunOne(LaunchSlot& slot, std::chrono::steady_clock::time_point* now);
+  using Clock = std::chrono::steady_clock;
+  // Runs the next ops: a batch of up to kMaxBatch launches and works taken
+  // off the queue under one lock, or one wait, or (after a failure) drops
+  // all of them. Whether another is ready; false also when the queue parked
+  // on a wait. `*now`: when the first op starts, on return when the last
+  // ended (one clock read per op serves its busy time, the turn's slice and
+  // the next op's start). A batch stops early at `turn_end`.
+  bool RunOne(LaunchSlot& slot, Clock::time_point* now,
+              Clock::time_point turn_end);
+  // RunOne's cases, each entered with running_ set.
+  bool RunBatch(LaunchSlot& slot, Clock::time_point* now,
+                Clock::time_point turn_end);
+  bool RunWait(CpuOp op, Clock::time_point* now);
+  // Ends the turn's RunOne: running_ off, `status` (an op's failure) made
+  // the sticky error, idle waiters settled. Whether more is ready.
+  bool FinishRun(const absl::Status& status);
   // Drops `ops` in order (off the lock) and counts them.
   void DropOps(std::deque<CpuOp>& ops, const absl::Status& reason);
   void Count(uint64_t ops, uint64_t staged, bool completed);
   // Adds the time since `start` to the account's busy_ns; returns now.
-  std::chrono::steady_clock::time_point AddBusy(
-      std::chrono::steady_clock::time_point start);
+  Clock::time_point AddBusy(Clock::time_point start);
 
   CpuScheduler* const scheduler_;
   util::SerialExecutor* const cleanup_;
@@ -178,16 +194,22 @@ class CpuQueueCore final : public CpuScheduler::Task,
   std::deque<CpuOp> ops_ ABSL_GUARDED_BY(mu_);
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  // Set under mu_ by Cancel; read without it by RunStoppable after the
+  // slot's Begin (Cancel sets it before asking the slot to stop, so one of
+  // the two sees the other).
+  std::atomic<bool> cancelled_ = false;
   // Handed to the scheduler: runnable or running, until a turn finds
   // nothing more ready.
   bool scheduled_ ABSL_GUARDED_BY(mu_) = false;
   // A turn is running ops taken off ops_; the first one's seq.
   bool running_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t running_seq_ ABSL_GUARDED_BY(mu_) = 0;
-  // The launch running, for Cancel to stop.
+  // The slot of the batch running (whatever it runs is this queue's), for
+  // Cancel to stop.
   LaunchSlot* launch_slot_ ABSL_GUARDED_BY(mu_) = nullptr;
-  uint64_t launch_id_ ABSL_GUARDED_BY(mu_) = 0;
+  // The batch running: owned by the turn that set running_ (no lock).
+  std::vector<CpuOp> batch_;
+  size_t batch_limit_ = 1;  // How many the next batch takes at most.
   // The wait the queue is parked on; generations tell a stale wake-up.
   bool parked_ ABSL_GUARDED_BY(mu_) = false;
   CpuOp parked_op_ ABSL_GUARDED_BY(mu_);

@@ -16,12 +16,11 @@ bool Unlimited(absl::Duration limit) {
 
 }  // namespace
 
-uint64_t LaunchSlot::Begin() {
-  const Clock::time_point now = Clock::now();
+uint64_t LaunchSlot::Begin(Clock::time_point start) {
   absl::MutexLock lock(&mu_);
   running_ = ++next_id_;
   deadline_ = Unlimited(limit_) ? Clock::time_point::max()
-                                : now + absl::ToChronoNanoseconds(limit_);
+                                : start + absl::ToChronoNanoseconds(limit_);
   stop_ = LaunchStop::kNone;
   std::atomic_ref<int>(stop_word_).store(0, std::memory_order_relaxed);
   return running_;
@@ -36,6 +35,13 @@ LaunchStop LaunchSlot::End() {
 void LaunchSlot::RequestStop(uint64_t id, LaunchStop why) {
   absl::MutexLock lock(&mu_);
   if (id == 0 || running_ != id || stop_ != LaunchStop::kNone) return;
+  stop_ = why;
+  std::atomic_ref<int>(stop_word_).store(1, std::memory_order_release);
+}
+
+void LaunchSlot::RequestStopRunning(LaunchStop why) {
+  absl::MutexLock lock(&mu_);
+  if (running_ == 0 || stop_ != LaunchStop::kNone) return;
   stop_ = why;
   std::atomic_ref<int>(stop_word_).store(1, std::memory_order_release);
 }

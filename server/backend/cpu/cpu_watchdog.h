@@ -34,14 +34,18 @@ class LaunchSlot {
 
   absl::Duration limit() const { return limit_; }
 
-  // Starts a launch (the stop word reads 0); returns its id for
-  // RequestStop. Called by the execution thread only.
-  uint64_t Begin();
+  // Starts a launch that began at `start` (the stop word reads 0; the time
+  // limit runs from `start`); returns its id for RequestStop. Called by the
+  // execution thread only.
+  uint64_t Begin(Clock::time_point start);
   // Ends the launch begun last: why it was asked to stop, if it was.
   LaunchStop End();
   // Asks launch `id` to stop, if it is still running and was not asked
   // before (the first reason wins). Never blocks on the kernel.
   void RequestStop(uint64_t id, LaunchStop why);
+  // Asks the launch running now, if any, to stop (RequestStop for its id):
+  // for a queue whose batch holds the slot, so whatever runs is its own.
+  void RequestStopRunning(LaunchStop why);
 
   // What the kernel polls: nonzero once it has been asked to stop. Lives as
   // long as the slot.
