@@ -35,7 +35,10 @@ std::string FormatCount(uint64_t n);
 // replaced by '?', and an empty string reads "-".
 std::string Cell(absl::string_view text);
 
-// How many columns `text` takes on a terminal: its UTF-8 code points.
+// How many columns `text` (UTF-8) takes on a terminal: two for each East
+// Asian Wide or Fullwidth character (CJK, Hangul, fullwidth forms, emoji),
+// none for combining marks and zero-width characters, one for anything
+// else (a malformed byte included).
 size_t DisplayWidth(absl::string_view text);
 
 }  // namespace gpustream::ctl

@@ -65,6 +65,31 @@ TEST(TableTest, AlignsColumns) {
             "longer  12345  caf\xc3\xa9\n");
 }
 
+TEST(FormatTest, WideAndZeroWidthCharactersTakeTheirColumns) {
+  EXPECT_EQ(DisplayWidth("\xe6\xbc\xa2\xe5\xad\x97"), 4u);  // 漢字
+  EXPECT_EQ(DisplayWidth("\xed\x95\x9c"), 2u);              // 한
+  EXPECT_EQ(DisplayWidth("\xef\xbc\xa1"), 2u);              // Ａ, fullwidth
+  EXPECT_EQ(DisplayWidth("\xef\xbd\xb6"), 1u);      // ｶ, halfwidth katakana
+  EXPECT_EQ(DisplayWidth("\xf0\x9f\x98\x80"), 2u);  // 😀
+  EXPECT_EQ(DisplayWidth("e\xcc\x81"), 1u);         // e + combining acute
+  EXPECT_EQ(DisplayWidth("a\xe2\x80\x8b"
+                         "b"),
+            2u);  // a, zero-width space, b
+  // Malformed bytes take a column each, and never read past the end.
+  EXPECT_EQ(DisplayWidth("\xff\xc3"), 2u);
+  EXPECT_EQ(DisplayWidth("x\xe6\xbc"), 3u);
+}
+
+TEST(TableTest, AlignsWideCharacters) {
+  Table table({{"CLIENT"}, {"QUEUES", Table::Align::kRight}});
+  table.AddRow({"\xe6\xbc\xa2\xe5\xad\x97\xe5\xad\x97", "1"});  // 漢字字
+  table.AddRow({"abc", "22"});
+  EXPECT_EQ(table.Render(),
+            "CLIENT  QUEUES\n"
+            "\xe6\xbc\xa2\xe5\xad\x97\xe5\xad\x97       1\n"
+            "abc         22\n");
+}
+
 TEST(TableTest, HeaderOnlyWhenEmpty) {
   Table table({{"A"}, {"B", Table::Align::kRight}});
   EXPECT_EQ(table.Render(), "A  B\n");
