@@ -157,10 +157,9 @@ absl::Status Tenant::CheckEnqueue(uint64_t staged, uint64_t commands) const {
 }
 
 int32_t Tenant::ClampPriority(int32_t requested) const {
-  const int32_t max_priority = quota().max_priority();
-  if (max_priority == 0) return requested;
+  if (!quota().has_max_priority()) return requested;
   // Numerically lower is the greater priority (CUDA's convention).
-  return std::max(requested, max_priority);
+  return std::max(requested, quota().max_priority());
 }
 
 void Tenant::Describe(v1::TenantStats* stats) const {

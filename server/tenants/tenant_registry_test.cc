@@ -224,7 +224,19 @@ TEST(TenantRegistryTest, PriorityIsClampedToTheQuota) {
   EXPECT_EQ(a->ClampPriority(-5), -1);  // Lower numbers are greater.
   EXPECT_EQ(a->ClampPriority(0), 0);
   auto b = (*registry)->Authenticate({{}, "CN=b"})->tenant;
-  EXPECT_EQ(b->ClampPriority(-5), -5);
+  EXPECT_EQ(b->ClampPriority(-5), -5);  // No max_priority: no limit.
+}
+
+// 0 is CUDA's least priority: set, it keeps every queue there (it used to
+// read as "no limit", so a tenant could not be held to the least priority).
+TEST(TenantRegistryTest, MaxPriorityZeroMeansLeastPriorityOnly) {
+  auto registry = TenantRegistry::Create(Config(
+      "tenants { name: 'a' tls_subject: 'CN=a' quota { max_priority: 0 } }"));
+  ASSERT_TRUE(registry.ok());
+  auto a = (*registry)->Authenticate({{}, "CN=a"})->tenant;
+  EXPECT_EQ(a->ClampPriority(-5), 0);
+  EXPECT_EQ(a->ClampPriority(-1), 0);
+  EXPECT_EQ(a->ClampPriority(0), 0);
 }
 
 TEST(TenantRegistryTest, ReloadUpdatesInPlaceAndReportsRemovedTenants) {
