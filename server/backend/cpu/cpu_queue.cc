@@ -187,6 +187,7 @@ bool CpuQueueCore::RunOne(LaunchSlot& slot, Clock::time_point* now,
         batch_.push_back(std::move(ops_.front()));
         ops_.pop_front();
       }
+      batch_next_.store(0, std::memory_order_relaxed);
     }
   }
   if (skipped.has_value()) {
@@ -202,15 +203,20 @@ bool CpuQueueCore::RunBatch(LaunchSlot& slot, Clock::time_point* now,
                             Clock::time_point turn_end) {
   const absl::Status ok;
   absl::Status status;
-  size_t next = 0;      // batch_[next] is the first op not finished.
-  uint64_t staged = 0;  // Of the ops finished.
+  const size_t size = batch_.size();  // Fixed until the batch ends.
+  size_t ran = 0;                     // Ops that ran to their end.
+  size_t again_at = size;  // An op with more to do (Context::again), if any.
+  uint64_t staged = 0;     // Of the ops that ran.
   uint64_t busy_ns = 0;
-  while (next < batch_.size()) {
-    // A Cancel meanwhile leaves the rest to the queue (dropped with it).
-    if (cancelled_.load(std::memory_order_acquire)) break;
-    CpuOp& op = batch_[next];
+  // Fresh: callbacks since the last op ended (a previous batch's idle
+  // waiters) are no part of this launch's time limit.
+  *now = Clock::now();
+  // Each op is claimed before it runs; Cancel claims (and drops) the rest.
+  for (size_t i = batch_next_.fetch_add(1, std::memory_order_acq_rel); i < size;
+       i = batch_next_.fetch_add(1, std::memory_order_acq_rel)) {
+    CpuOp& op = batch_[i];
     const Clock::time_point start = *now;
-    bool again = false;  // The op has more to do (Context::again).
+    bool again = false;
     if (op.kind == CpuOp::Kind::kLaunch) {
       const CpuKernel& kernel = *op.kernel;
       status = RunStoppable(
@@ -223,38 +229,43 @@ bool CpuQueueCore::RunBatch(LaunchSlot& slot, Clock::time_point* now,
       status = op.fn({ok, /*dropped=*/false, this, &slot, start, &again});
       again = again && status.ok();
     }
+    if (again) {
+      again_at = i;  // It goes back to the head and runs on at a later turn.
+    } else {
+      staged += op.staged_bytes;
+      // Destroyed before it counts as done: it may hold the last reference
+      // to objects whose release a waiter expects.
+      op = CpuOp();
+      ++ran;
+    }
     *now = Clock::now();
     busy_ns +=
         std::chrono::duration_cast<std::chrono::nanoseconds>(*now - start)
             .count();
-    if (again) break;  // It stays at the head, and runs on at a later turn.
-    staged += op.staged_bytes;
-    // Destroyed before it counts as done: it may hold the last reference
-    // to objects whose release a waiter expects.
-    op = CpuOp();
-    ++next;
-    if (!status.ok() || *now >= turn_end) break;
+    if (again || !status.ok() || *now >= turn_end) break;
   }
   // Before the work shows as done: a Sync then sees its time.
   if (busy_ns > 0) {
     account_->busy_ns.fetch_add(busy_ns, std::memory_order_relaxed);
   }
-  Count(next, staged, /*completed=*/true);
+  Count(ran, staged, /*completed=*/true);
   // Take about as many as ran next time: ops that end the slice early
   // (slow ones) are not taken in dozens only to be put back.
-  batch_limit_ = next < batch_.size()
-                     ? std::max<size_t>(next, 1)
-                     : std::min(kMaxBatch, 2 * batch_limit_);
+  batch_limit_ = ran < size ? std::max<size_t>(ran, 1)
+                            : std::min(kMaxBatch, 2 * batch_limit_);
   {
     absl::MutexLock lock(&mu_);
     launch_slot_ = nullptr;
-    // What is left goes back to the head, in order, even after a Cancel or
-    // a failure: a later turn then drops it with the rest.
-    for (size_t i = batch_.size(); i > next; --i) {
+    // What is left goes back to the head, in order, even after a failure
+    // (a later turn drops it with the rest): the ops not claimed, unless
+    // Cancel took them, and before them an op with more to do.
+    const size_t rest = batch_next_.exchange(size, std::memory_order_acq_rel);
+    for (size_t i = size; i > rest; --i) {
       ops_.push_front(std::move(batch_[i - 1]));
     }
+    if (again_at < size) ops_.push_front(std::move(batch_[again_at]));
+    batch_.clear();
   }
-  batch_.clear();
   return FinishRun(status);
 }
 
@@ -411,6 +422,14 @@ void CpuQueueCore::Cancel(const absl::Status& reason_in) {
     if (error_.ok()) error_ = reason;
     cancelled_.store(true, std::memory_order_seq_cst);
     dropped.swap(ops_);
+    // The running batch's ops not yet claimed come first (the batch's
+    // thread claims none after this).
+    const size_t size = batch_.size();
+    for (size_t i = size,
+                rest = batch_next_.exchange(size, std::memory_order_acq_rel);
+         i > rest; --i) {
+      dropped.push_front(std::move(batch_[i - 1]));
+    }
     if (parked_) {
       parked_ = false;
       ++park_gen_;  // Its wake-up, should it come, is stale.

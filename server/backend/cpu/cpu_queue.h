@@ -207,8 +207,14 @@ class CpuQueueCore final : public CpuScheduler::Task,
   // The slot of the batch running (whatever it runs is this queue's), for
   // Cancel to stop.
   LaunchSlot* launch_slot_ ABSL_GUARDED_BY(mu_) = nullptr;
-  // The batch running: owned by the turn that set running_ (no lock).
+  // The batch running, taken off ops_ by the turn that set running_: its
+  // size changes only under mu_ (taken, cleared), by that turn. Each op is
+  // claimed before it runs by taking batch_next_ (fetch_add, no lock);
+  // Cancel, under mu_, claims every op not yet claimed at once (exchange
+  // to the size) and drops them with the rest of the queue, so nothing
+  // waits behind an op that cannot be stopped.
   std::vector<CpuOp> batch_;
+  std::atomic<size_t> batch_next_ = 0;
   size_t batch_limit_ = 1;  // How many the next batch takes at most.
   // The wait the queue is parked on; generations tell a stale wake-up.
   bool parked_ ABSL_GUARDED_BY(mu_) = false;

@@ -369,6 +369,69 @@ TEST_F(CpuSchedulerTest, CancelStopsARunningKernelPromptly) {
   EXPECT_TRUE(Sync(*other, absl::Seconds(2)).ok());
 }
 
+// A turn takes a batch of ops off the queue; Cancel must still drop at
+// once every one of them not yet started, even behind an op that cannot be
+// stopped (a host function): a Read behind it gets CANCELLED and a record
+// behind it completes, so another queue waiting on it goes on.
+TEST_F(CpuSchedulerTest, CancelDropsTheRestOfTheRunningBatchAtOnce) {
+  Open(2);
+  auto q = NewQueue(nullptr);
+  auto other = NewQueue(nullptr);
+  // Grows the queue's batch well past the four ops below.
+  for (int i = 0; i < 256; ++i) {
+    ASSERT_TRUE(q->Launch(K("noop"), {{1}, {1}}, {}).ok());
+  }
+  ASSERT_TRUE(Sync(*q).ok());
+  auto flag = *device_->CreateFlag();
+  auto started = std::make_shared<absl::Notification>();
+  auto gate = std::make_shared<absl::Notification>();
+  auto read = std::make_shared<absl::Notification>();
+  auto read_status = std::make_shared<absl::Status>();
+  auto event = *device_->CreateEvent(/*enable_timing=*/false);
+  ASSERT_TRUE(q->WaitFlag(flag, 1, WaitCondition::kEqual).ok());
+  ASSERT_TRUE(q->HostFunc([started, gate] {
+                 started->Notify();
+                 gate->WaitForNotification();
+               }).ok());
+  ASSERT_TRUE(q->Read(*device_->Allocate(8, MemoryKind::kDevice), 0, 8,
+                      [read, read_status](absl::StatusOr<std::string> d) {
+                        *read_status = d.status();
+                        read->Notify();
+                      })
+                  .ok());
+  ASSERT_TRUE(q->RecordEvent(event).ok());
+  ASSERT_TRUE(other->WaitEvent(event).ok());
+  flag->Store(1);  // All four are enqueued: one batch takes them.
+  ASSERT_TRUE(started->WaitForNotificationWithTimeout(kLong));
+  q->Cancel(absl::CancelledError("session closed"));
+  EXPECT_TRUE(read->WaitForNotificationWithTimeout(absl::Seconds(2)));
+  EXPECT_EQ(read_status->code(), absl::StatusCode::kCancelled) << *read_status;
+  EXPECT_TRUE(Sync(*other, absl::Seconds(2)).ok());
+  gate->Notify();
+  EXPECT_EQ(Sync(*q, absl::Seconds(2)).code(), absl::StatusCode::kCancelled);
+}
+
+// A launch's time limit runs from when it starts, not from when the op
+// before it ended: what runs between them (here a slow idle callback on
+// the execution thread) is no part of it.
+TEST_F(CpuSchedulerTest, TimeLimitRunsFromTheLaunchsOwnStart) {
+  CpuDeviceOptions options;
+  options.threads = 1;
+  options.kernel_time_limit = absl::Milliseconds(400);
+  Open(options);
+  for (int round = 0; round < 3; ++round) {
+    auto q = NewQueue(nullptr);
+    auto flag = *device_->CreateFlag();
+    ASSERT_TRUE(q->WaitFlag(flag, 1, WaitCondition::kEqual).ok());
+    ASSERT_TRUE(q->HostFunc([] {}).ok());
+    q->OnIdle([](absl::Status) { absl::SleepFor(absl::Milliseconds(300)); });
+    ASSERT_TRUE(
+        q->Launch(K("spin_ns"), {{1}, {1}}, {uint64_t{200'000'000}}).ok());
+    flag->Store(1);
+    EXPECT_TRUE(Sync(*q).ok()) << "round " << round;
+  }
+}
+
 TEST_F(CpuSchedulerTest, WorkAccountCountersReturnToZero) {
   Open(2);
   auto account = std::make_shared<WorkAccount>("t");
