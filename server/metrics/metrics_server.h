@@ -1,6 +1,8 @@
 // The HTTP endpoint of --metrics_listen: GET /metrics answers the Prometheus
-// text format. Served by prometheus-cpp's exposer (civetweb underneath) on
-// a fixed pool of four threads, so scrapes never touch the gRPC threads.
+// text format and HEAD /metrics its status and headers; every other path
+// (/metrics/x and /metricsx included) is 404 Not Found. Served by
+// prometheus-cpp's exposer (civetweb underneath) on a fixed pool of four
+// threads, so scrapes never touch the gRPC threads.
 #ifndef GPUSTREAM_SERVER_METRICS_METRICS_SERVER_H_
 #define GPUSTREAM_SERVER_METRICS_METRICS_SERVER_H_
 

@@ -1,5 +1,7 @@
 #include "server/rpc/call_interceptor.h"
 
+#include <grpcpp/server_context.h>
+
 #include "absl/time/clock.h"
 #include "server/log/log.h"
 
@@ -27,7 +29,9 @@ class CallInterceptor : public grpc::experimental::Interceptor {
 
   ~CallInterceptor() override {
     if (metrics_ != nullptr) {
-      metrics_->RecordRpc(method_, code_, unary_, absl::Now() - start_);
+      metrics_->RecordRpc(method_,
+                          cancelled_ ? grpc::StatusCode::CANCELLED : code_,
+                          unary_, absl::Now() - start_);
     }
   }
 
@@ -38,6 +42,20 @@ class CallInterceptor : public grpc::experimental::Interceptor {
       const grpc::Status status = methods->GetSendStatus();
       code_ = status.error_code();
       if (!status.ok()) Log(status);
+    }
+    // The call's end: a client that cancelled, vanished or ran out of time
+    // before the status reached it makes the call CANCELLED, whatever the
+    // handler sent (a Submit or notification stream finishes OK once it
+    // sees its client gone).
+    // The call's end: a client that cancelled, vanished or ran out of time
+    // before the status reached it makes the call CANCELLED, whatever the
+    // handler sends, before or after (a Submit or notification stream
+    // finishes OK once it sees its client gone).
+    if (methods->QueryInterceptionHookPoint(
+            InterceptionHookPoints::POST_RECV_CLOSE) &&
+        info_->server_context() != nullptr &&
+        info_->server_context()->IsCancelled()) {
+      cancelled_ = true;
     }
     methods->Proceed();
   }
@@ -62,7 +80,8 @@ class CallInterceptor : public grpc::experimental::Interceptor {
   grpc::experimental::ServerRpcInfo* const info_;
   const bool unary_;
   const absl::Time start_ = absl::Now();
-  int code_ = grpc::StatusCode::CANCELLED;
+  int code_ = grpc::StatusCode::CANCELLED;  // The status sent, if any.
+  bool cancelled_ = false;                  // The client never got it.
 };
 
 }  // namespace

@@ -13,7 +13,9 @@ import signal
 import subprocess
 import tempfile
 import time
+import threading
 import unittest
+import urllib.error
 import urllib.request
 from typing import Dict, List, Tuple
 
@@ -224,6 +226,71 @@ class ObservabilityTest(unittest.TestCase):
         self.assertEqual(value(after, "gpustream_tenant_memory_bytes",
                                "gpustream_tenant_memory_bytes", tenant="alice"),
                          0)
+
+    def test_only_metrics_path_answers_and_head_is_get(self) -> None:
+        base = self.daemon.metrics_url[:-len("/metrics")]
+        for path in ("/metricsx", "/metrics/x", "/", "/metric"):
+            with self.assertRaises(urllib.error.HTTPError) as missing:
+                urllib.request.urlopen(base + path, timeout=10)
+            self.assertEqual(missing.exception.code, 404, path)
+        head = urllib.request.Request(self.daemon.metrics_url, method="HEAD")
+        with urllib.request.urlopen(head, timeout=10) as response:
+            self.assertEqual(response.status, 200)
+            self.assertTrue(
+                response.headers["Content-Type"].startswith("text/plain"))
+            self.assertEqual(response.read(), b"")
+        # A query string is still /metrics.
+        with urllib.request.urlopen(self.daemon.metrics_url + "?x=1",
+                                    timeout=10) as response:
+            self.assertIn(b"gpustream_rpc_requests_total", response.read())
+
+    def test_streams_whose_client_vanished_count_as_cancelled(self) -> None:
+        rpc = "gpustream_rpc_requests"
+
+        def cancelled(families, method: str) -> float:
+            try:
+                return value(families, rpc, "gpustream_rpc_requests_total",
+                             method=method, code="CANCELLED")
+            except AssertionError:
+                return 0
+
+        before = scrape(self.daemon.metrics_url)
+        channel = grpc.insecure_channel(self.daemon.target)
+        self.addCleanup(channel.close)
+        stub = pb_grpc.GpuStreamStub(channel)
+        auth = (("authorization", f"Bearer {ALICE_TOKEN}"),)
+        session = stub.OpenSession(pb.OpenSessionRequest(client_name="gone"),
+                                   metadata=auth).session_id
+        # Each stream is opened, seen by the daemon, then cancelled by its
+        # client: the daemon finishes it OK on its side, the client never
+        # gets that status.
+        release = threading.Event()
+        self.addCleanup(release.set)
+
+        def requests():  # The first request, then an open, idle stream.
+            yield pb.SubmitRequest(session_id=session)
+            release.wait(30)
+
+        submit = stub.Submit(requests(), metadata=auth)
+        watch = stub.WatchNotifications(
+            pb.WatchNotificationsRequest(session_id=session), metadata=auth)
+        time.sleep(0.5)
+        submit.cancel()
+        watch.cancel()
+        deadline = time.monotonic() + 5
+        while True:
+            after = scrape(self.daemon.metrics_url)
+            if (cancelled(after, "Submit") > cancelled(before, "Submit") and
+                    cancelled(after, "WatchNotifications") >
+                    cancelled(before, "WatchNotifications")):
+                break
+            self.assertLess(time.monotonic(), deadline,
+                            [s for s in after[rpc].samples
+                             if s.labels.get("method") in
+                             ("Submit", "WatchNotifications")])
+            time.sleep(0.05)
+        stub.CloseSession(pb.CloseSessionRequest(session_id=session),
+                          metadata=auth)
 
     def test_live_session_shows_in_gauges(self) -> None:
         with gpustream.connect(self.daemon.target, token=ALICE_TOKEN) as client:
