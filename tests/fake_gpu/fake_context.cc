@@ -48,16 +48,19 @@ Contexts& contexts() {
 
 // The calling thread's current context handle (CtxSetCurrent), or 0: the
 // top of its context stack; the contexts below it, bottom first.
-FAKEGPU_THREAD_LOCAL uintptr_t t_current = 0;
-FAKEGPU_THREAD_LOCAL std::vector<uintptr_t> t_below;
+struct ContextStack {
+  uintptr_t current = 0;
+  std::vector<uintptr_t> below;
+};
+ContextStack& Stack() { return PerThread<ContextStack>(); }
 
 // Pops the calling thread's current context: the one below becomes
 // current.
 void PopCurrent() {
-  t_current = 0;
-  if (!t_below.empty()) {
-    t_current = t_below.back();
-    t_below.pop_back();
+  Stack().current = 0;
+  if (!Stack().below.empty()) {
+    Stack().current = Stack().below.back();
+    Stack().below.pop_back();
   }
 }
 
@@ -204,8 +207,8 @@ void Context::Destroy() {
 
 Result CurrentContext(Sticky sticky, std::shared_ptr<Context>* ctx) {
   if (Result r = CheckInit(); r != Result::kSuccess) return r;
-  if (t_current == 0) return Result::kInvalidContext;
-  if (Result r = FindContext(t_current, ctx); r != Result::kSuccess) {
+  if (Stack().current == 0) return Result::kInvalidContext;
+  if (Result r = FindContext(Stack().current, ctx); r != Result::kSuccess) {
     return r == Result::kInvalidContext ? Result::kContextIsDestroyed : r;
   }
   return sticky == Sticky::kFail ? (*ctx)->sticky() : Result::kSuccess;
@@ -279,16 +282,16 @@ Result CtxCreate(ContextHandle* pctx, unsigned int flags, int dev) {
     std::lock_guard<std::mutex> lock(c.mu);
     c.live.emplace(handle, std::move(ctx));
   }
-  if (t_current != 0) t_below.push_back(t_current);
-  t_current = handle;
+  if (Stack().current != 0) Stack().below.push_back(Stack().current);
+  Stack().current = handle;
   *pctx = ToHandle<ContextHandle>(handle);
   return Result::kSuccess;
 }
 
 Result CtxPopCurrent(ContextHandle* pctx) {
   if (Result r = CheckInit(); r != Result::kSuccess) return r;
-  if (t_current == 0) return Result::kInvalidContext;
-  if (pctx != nullptr) *pctx = ToHandle<ContextHandle>(t_current);
+  if (Stack().current == 0) return Result::kInvalidContext;
+  if (pctx != nullptr) *pctx = ToHandle<ContextHandle>(Stack().current);
   PopCurrent();
   return Result::kSuccess;
 }
@@ -315,7 +318,7 @@ Result CtxDestroy(ContextHandle handle) {
   }
   // Popped if current; lower on the stack it stays, dead, as in CUDA (a
   // later pop makes a destroyed context current: calls then fail).
-  if (t_current == HandleValue(handle)) PopCurrent();
+  if (Stack().current == HandleValue(handle)) PopCurrent();
   ctx->Destroy();
   return Result::kSuccess;
 }
@@ -345,7 +348,7 @@ Result CtxSetCurrent(ContextHandle handle) {
   if (handle == nullptr) {
     PopCurrent();
   } else {
-    t_current = HandleValue(handle);
+    Stack().current = HandleValue(handle);
   }
   return Result::kSuccess;
 }
@@ -353,7 +356,7 @@ Result CtxSetCurrent(ContextHandle handle) {
 Result CtxGetCurrent(ContextHandle* pctx) {
   if (Result r = CheckInit(); r != Result::kSuccess) return r;
   if (pctx == nullptr) return Result::kInvalidValue;
-  *pctx = ToHandle<ContextHandle>(t_current);
+  *pctx = ToHandle<ContextHandle>(Stack().current);
   return Result::kSuccess;
 }
 

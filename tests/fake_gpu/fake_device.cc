@@ -17,7 +17,10 @@ namespace {
 // Published once by the first successful Init, never freed.
 std::atomic<const Config*> g_config{nullptr};
 std::mutex g_init_mu;
-FAKEGPU_THREAD_LOCAL bool t_in_host_function = false;
+struct HostFunctionMark {
+  bool in = false;
+};
+bool& InHostFunctionMark() { return PerThread<HostFunctionMark>().in; }
 
 // The skin's hardware-queue variable (CUDA_DEVICE_MAX_CONNECTIONS,
 // GPU_MAX_HW_QUEUES) as the driver reads it at init: a number in [1, 32];
@@ -100,10 +103,10 @@ void SetSkin(const Skin& skin) { g_skin = skin; }
 const Skin& GetSkin() { return g_skin; }
 
 void SetInHostFunction(bool in_host_function) {
-  t_in_host_function = in_host_function;
+  InHostFunctionMark() = in_host_function;
 }
 
-bool InHostFunction() { return t_in_host_function; }
+bool InHostFunction() { return InHostFunctionMark(); }
 
 void Misuse(const char* what) {
   std::fprintf(stderr, "%s: driver misuse: %s\n", GetSkin().library, what);
@@ -112,7 +115,7 @@ void Misuse(const char* what) {
 }
 
 Result CheckInit() {
-  if (t_in_host_function) {
+  if (InHostFunctionMark()) {
     Misuse(
         "a driver call from inside a host function (LaunchHostFunc): a real "
         "driver may deadlock");
@@ -131,7 +134,7 @@ Result CheckDevice(int dev) {
 // knobs (Config) and the skin's hardware-queue variable. With zero devices
 // it fails (Result::kNoDevice) and reads them again next time.
 Result Init(unsigned int flags) {
-  if (t_in_host_function) {
+  if (InHostFunctionMark()) {
     Misuse("Init from inside a host function (LaunchHostFunc)");
   }
   if (flags != 0) return Result::kInvalidValue;

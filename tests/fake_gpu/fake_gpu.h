@@ -11,19 +11,35 @@
 #ifndef TESTS_FAKE_GPU_FAKE_GPU_H_
 #define TESTS_FAKE_GPU_FAKE_GPU_H_
 
+#include <pthread.h>
+
 #include <bit>
 #include <cstddef>
 #include <cstdint>
 
-// The fake's thread-local state uses the initial-exec TLS model. The
-// library is dlopen'ed, and its dynamic TLS would be reached through
-// __tls_get_addr, where GCC 12's ThreadSanitizer mis-sizes a new thread's
-// block on this glibc (a range of hundreds of terabytes: the process dies
-// "ThreadSanitizer failed to allocate" in whichever thread first touches
-// it). Initial-exec TLS never calls __tls_get_addr; the few bytes fit the
-// static TLS surplus glibc keeps for dlopen'ed libraries.
-#define FAKEGPU_THREAD_LOCAL \
-  thread_local __attribute__((tls_model("initial-exec")))
+// A per-thread T (value-initialized at a thread's first use, deleted when
+// the thread exits) kept in POSIX thread-specific data rather than C++
+// thread_local. The library is dlopen'ed: its dynamic TLS would be reached
+// through __tls_get_addr, where GCC 12's ThreadSanitizer mis-sizes a new
+// thread's block on this glibc (the process dies "ThreadSanitizer failed
+// to allocate" in whichever thread first touches it), and initial-exec TLS
+// in a dlopen'ed library depends on the loader initializing it for threads
+// already running. Keys are never deleted: the driver library is never
+// unloaded once a thread has used it.
+template <typename T>
+T& PerThread() {
+  static const pthread_key_t key = [] {
+    pthread_key_t k;
+    pthread_key_create(&k, [](void* p) { delete static_cast<T*>(p); });
+    return k;
+  }();
+  auto* value = static_cast<T*>(pthread_getspecific(key));
+  if (value == nullptr) {
+    value = new T();
+    pthread_setspecific(key, value);
+  }
+  return *value;
+}
 
 namespace fakegpu {
 
