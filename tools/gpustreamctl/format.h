@@ -38,7 +38,8 @@ std::string Cell(absl::string_view text);
 // How many columns `text` (UTF-8) takes on a terminal: two for each East
 // Asian Wide or Fullwidth character (CJK, Hangul, fullwidth forms, emoji),
 // none for combining marks and zero-width characters, one for anything
-// else (a malformed byte included).
+// else (a malformed byte included). Unicode 14's tables
+// (char_width.cc).
 size_t DisplayWidth(absl::string_view text);
 
 }  // namespace gpustream::ctl

@@ -75,9 +75,19 @@ TEST(FormatTest, WideAndZeroWidthCharactersTakeTheirColumns) {
   EXPECT_EQ(DisplayWidth("a\xe2\x80\x8b"
                          "b"),
             2u);  // a, zero-width space, b
+  // Combining marks beyond Latin: Thai (ที่) and Devanagari (नमस्ते).
+  EXPECT_EQ(DisplayWidth("\xe0\xb8\x97\xe0\xb8\xb5\xe0\xb9\x88"), 1u);
+  EXPECT_EQ(DisplayWidth("\xe0\xa4\xa8\xe0\xa4\xae\xe0\xa4\xb8\xe0\xa5"
+                         "\x8d\xe0\xa4\xa4\xe0\xa5\x87"),
+            4u);
+  EXPECT_EQ(DisplayWidth("\xc2\xad"), 1u);  // The soft hyphen shows.
   // Malformed bytes take a column each, and never read past the end.
   EXPECT_EQ(DisplayWidth("\xff\xc3"), 2u);
   EXPECT_EQ(DisplayWidth("x\xe6\xbc"), 3u);
+  EXPECT_EQ(DisplayWidth("\xe0\x8c\x80"), 3u);      // Overlong U+0300.
+  EXPECT_EQ(DisplayWidth("\xf0\x83\x80\x80"), 4u);  // Overlong U+3000.
+  EXPECT_EQ(DisplayWidth("\xed\xa0\x80"), 3u);      // A surrogate.
+  EXPECT_EQ(DisplayWidth("\xf4\x90\x80\x80"), 4u);  // Past U+10FFFF.
 }
 
 TEST(TableTest, AlignsWideCharacters) {
