@@ -308,10 +308,27 @@ absl::Status InConfig(const std::string& path, const absl::Status& status) {
                       absl::StrCat("--config ", path, ": ", status.message()));
 }
 
+// Warns of each tenant held to the least priority by `max_priority: 0`:
+// before the field had presence, 0 meant "no limit", and configs copied
+// from older examples carry it.
+void WarnLeastPriorityOnly(const v1::ServerConfig& config) {
+  for (const v1::Tenant& tenant : config.tenants()) {
+    if (tenant.quota().has_max_priority() &&
+        tenant.quota().max_priority() == 0) {
+      log::Warning("tenant_least_priority_only")
+          .Str("tenant", tenant.name())
+          .Str("meaning",
+               "quota.max_priority: 0 runs every queue of this tenant at the "
+               "least priority; leave the field out for no limit");
+    }
+  }
+}
+
 // SIGHUP: rereads --config's tenants (weights, quotas, credentials). A
 // config that no longer parses keeps the tenants served now.
 void ReloadTenants(session::ServerCore& core, const std::string& path) {
   auto config = LoadServerConfig(path);
+  if (config.ok()) WarnLeastPriorityOnly(*config);
   absl::Status reloaded = config.ok()
                               ? InConfig(path, core.ReloadTenants(*config))
                               : config.status();
@@ -514,6 +531,7 @@ int Run(int argc, char** argv) {
     return StartFailed(InConfig(absl::GetFlag(FLAGS_config), tenants.status()));
   }
   const bool tenants_configured = (*tenants)->configured();
+  WarnLeastPriorityOnly(*config);
   if (tenants_configured) {
     log::Info("tenants").Num("configured", (*tenants)->All().size());
   } else {

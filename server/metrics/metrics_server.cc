@@ -24,11 +24,12 @@ int ExactMetricsPath(mg_connection* conn) {
     return 1;
   }
   if (std::strcmp(info->request_method, "HEAD") == 0) {
-    // What GET answers, without the body (whose length is not known until
-    // it is serialized: none is announced, which HTTP allows).
+    // What GET answers (prometheus-cpp's status and type), without the
+    // body, whose length is not known until it is serialized: none is
+    // announced, which HTTP allows.
     mg_printf(conn,
               "HTTP/1.1 200 OK\r\n"
-              "Content-Type: text/plain; version=0.0.4\r\n"
+              "Content-Type: text/plain; charset=utf-8\r\n"
               "Connection: close\r\n\r\n");
     return 1;
   }

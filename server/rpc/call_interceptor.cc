@@ -45,12 +45,10 @@ class CallInterceptor : public grpc::experimental::Interceptor {
     }
     // The call's end: a client that cancelled, vanished or ran out of time
     // before the status reached it makes the call CANCELLED, whatever the
-    // handler sent (a Submit or notification stream finishes OK once it
-    // sees its client gone).
-    // The call's end: a client that cancelled, vanished or ran out of time
-    // before the status reached it makes the call CANCELLED, whatever the
     // handler sends, before or after (a Submit or notification stream
-    // finishes OK once it sees its client gone).
+    // finishes OK once it sees its client gone). The two hooks may run on
+    // different threads; each writes its own field, and the destructor
+    // runs after both.
     if (methods->QueryInterceptionHookPoint(
             InterceptionHookPoints::POST_RECV_CLOSE) &&
         info_->server_context() != nullptr &&

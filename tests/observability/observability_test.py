@@ -233,11 +233,13 @@ class ObservabilityTest(unittest.TestCase):
             with self.assertRaises(urllib.error.HTTPError) as missing:
                 urllib.request.urlopen(base + path, timeout=10)
             self.assertEqual(missing.exception.code, 404, path)
+        with urllib.request.urlopen(self.daemon.metrics_url,
+                                    timeout=10) as response:
+            get_type = response.headers["Content-Type"]
         head = urllib.request.Request(self.daemon.metrics_url, method="HEAD")
         with urllib.request.urlopen(head, timeout=10) as response:
             self.assertEqual(response.status, 200)
-            self.assertTrue(
-                response.headers["Content-Type"].startswith("text/plain"))
+            self.assertEqual(response.headers["Content-Type"], get_type)
             self.assertEqual(response.read(), b"")
         # A query string is still /metrics.
         with urllib.request.urlopen(self.daemon.metrics_url + "?x=1",
@@ -274,7 +276,18 @@ class ObservabilityTest(unittest.TestCase):
         submit = stub.Submit(requests(), metadata=auth)
         watch = stub.WatchNotifications(
             pb.WatchNotificationsRequest(session_id=session), metadata=auth)
-        time.sleep(0.5)
+        # Both streams reached the daemon (its open-stream gauges say so)
+        # before they are cancelled.
+        deadline = time.monotonic() + 10
+        while True:
+            now = scrape(self.daemon.metrics_url)
+            if (value(now, "gpustream_submit_streams_open",
+                      "gpustream_submit_streams_open") >= 1 and
+                    value(now, "gpustream_notification_streams_open",
+                          "gpustream_notification_streams_open") >= 1):
+                break
+            self.assertLess(time.monotonic(), deadline)
+            time.sleep(0.05)
         submit.cancel()
         watch.cancel()
         deadline = time.monotonic() + 5
