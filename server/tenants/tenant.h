@@ -90,9 +90,9 @@ class Tenant {
   // graph's many commands or bytes) needs nothing else in flight or staged.
   absl::Status CheckEnqueue(uint64_t staged, uint64_t commands = 1) const;
   // The priority a queue actually gets: `requested` clamped to
-  // quota.max_priority when the quota has one (0 included: least only). Priorities use the device's numbering,
-  // where numerically lower is greater (CUDA's), so a request below
-  // max_priority gets max_priority.
+  // quota.max_priority when the quota has one (0 included: least only).
+  // Priorities use the device's numbering, where numerically lower is greater
+  // (CUDA's), so a request below max_priority gets max_priority.
   int32_t ClampPriority(int32_t requested) const;
 
   uint32_t sessions() const { return sessions_.load(); }
