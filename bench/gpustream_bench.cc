@@ -277,6 +277,14 @@ TransportFigures MeasureTransport(const std::string& target) {
   return f;
 }
 
+// The in-process daemon's devices: one CPU device, default options.
+std::vector<std::unique_ptr<backend::Device>> OneCpuDevice() {
+  std::vector<std::unique_ptr<backend::Device>> devices;
+  devices.push_back(
+      std::make_unique<backend::CpuDevice>(backend::CpuDeviceOptions{}));
+  return devices;
+}
+
 // --launch_rate_only: one rate, with as little else as possible around
 // it (instructions are counted for the whole process).
 int RunLaunchRateOnly(const std::string& layer) {
@@ -293,10 +301,7 @@ int RunLaunchRateOnly(const std::string& layer) {
                  layer.c_str());
     return 2;
   }
-  std::vector<std::unique_ptr<backend::Device>> devices;
-  devices.push_back(
-      std::make_unique<backend::CpuDevice>(backend::CpuDeviceOptions{}));
-  InProcessDaemon daemon(std::move(devices), "gpustream-bench", nullptr);
+  InProcessDaemon daemon(OneCpuDevice(), "gpustream-bench", nullptr);
   BenchClient c =
       ConnectBenchClient(daemon.addresses()[layer == "submit_unix" ? 0 : 1]);
   std::printf("%s %.0f launches/s\n", layer.c_str(),
@@ -309,14 +314,11 @@ int Run() {
       !only.empty()) {
     return RunLaunchRateOnly(only);
   }
-  std::vector<std::unique_ptr<backend::Device>> devices;
-  devices.push_back(
-      std::make_unique<backend::CpuDevice>(backend::CpuDeviceOptions{}));
   std::unique_ptr<metrics::Metrics> metrics;
   if (absl::GetFlag(FLAGS_metrics)) {
     metrics = std::make_unique<metrics::Metrics>("bench");
   }
-  InProcessDaemon daemon(std::move(devices), "gpustream-bench", metrics.get());
+  InProcessDaemon daemon(OneCpuDevice(), "gpustream-bench", metrics.get());
 
   const int launches = absl::GetFlag(FLAGS_launches);
   const double in_process = InProcessLaunchRate(launches);

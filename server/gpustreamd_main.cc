@@ -328,10 +328,10 @@ void WarnLeastPriorityOnly(const v1::ServerConfig& config) {
 // config that no longer parses keeps the tenants served now.
 void ReloadTenants(session::ServerCore& core, const std::string& path) {
   auto config = LoadServerConfig(path);
-  if (config.ok()) WarnLeastPriorityOnly(*config);
   absl::Status reloaded = config.ok()
                               ? InConfig(path, core.ReloadTenants(*config))
                               : config.status();
+  if (reloaded.ok()) WarnLeastPriorityOnly(*config);
   if (!reloaded.ok()) {
     log::Error("tenants_not_reloaded")
         .Str("config", path)

@@ -57,10 +57,11 @@ ContextStack& Stack() { return PerThread<ContextStack>(); }
 // Pops the calling thread's current context: the one below becomes
 // current.
 void PopCurrent() {
-  Stack().current = 0;
-  if (!Stack().below.empty()) {
-    Stack().current = Stack().below.back();
-    Stack().below.pop_back();
+  ContextStack& stack = Stack();
+  stack.current = 0;
+  if (!stack.below.empty()) {
+    stack.current = stack.below.back();
+    stack.below.pop_back();
   }
 }
 
@@ -282,16 +283,18 @@ Result CtxCreate(ContextHandle* pctx, unsigned int flags, int dev) {
     std::lock_guard<std::mutex> lock(c.mu);
     c.live.emplace(handle, std::move(ctx));
   }
-  if (Stack().current != 0) Stack().below.push_back(Stack().current);
-  Stack().current = handle;
+  ContextStack& stack = Stack();
+  if (stack.current != 0) stack.below.push_back(stack.current);
+  stack.current = handle;
   *pctx = ToHandle<ContextHandle>(handle);
   return Result::kSuccess;
 }
 
 Result CtxPopCurrent(ContextHandle* pctx) {
   if (Result r = CheckInit(); r != Result::kSuccess) return r;
-  if (Stack().current == 0) return Result::kInvalidContext;
-  if (pctx != nullptr) *pctx = ToHandle<ContextHandle>(Stack().current);
+  const uintptr_t current = Stack().current;
+  if (current == 0) return Result::kInvalidContext;
+  if (pctx != nullptr) *pctx = ToHandle<ContextHandle>(current);
   PopCurrent();
   return Result::kSuccess;
 }

@@ -16,14 +16,13 @@ bool Unlimited(absl::Duration limit) {
 
 }  // namespace
 
-uint64_t LaunchSlot::Begin(Clock::time_point start) {
+void LaunchSlot::Begin(Clock::time_point start) {
   absl::MutexLock lock(&mu_);
   running_ = ++next_id_;
   deadline_ = Unlimited(limit_) ? Clock::time_point::max()
                                 : start + absl::ToChronoNanoseconds(limit_);
   stop_ = LaunchStop::kNone;
   std::atomic_ref<int>(stop_word_).store(0, std::memory_order_relaxed);
-  return running_;
 }
 
 LaunchStop LaunchSlot::End() {
@@ -34,14 +33,16 @@ LaunchStop LaunchSlot::End() {
 
 void LaunchSlot::RequestStop(uint64_t id, LaunchStop why) {
   absl::MutexLock lock(&mu_);
-  if (id == 0 || running_ != id || stop_ != LaunchStop::kNone) return;
-  stop_ = why;
-  std::atomic_ref<int>(stop_word_).store(1, std::memory_order_release);
+  if (id != 0 && running_ == id) StopLocked(why);
 }
 
 void LaunchSlot::RequestStopRunning(LaunchStop why) {
   absl::MutexLock lock(&mu_);
-  if (running_ == 0 || stop_ != LaunchStop::kNone) return;
+  if (running_ != 0) StopLocked(why);
+}
+
+void LaunchSlot::StopLocked(LaunchStop why) {
+  if (stop_ != LaunchStop::kNone) return;  // The first reason wins.
   stop_ = why;
   std::atomic_ref<int>(stop_word_).store(1, std::memory_order_release);
 }

@@ -35,9 +35,8 @@ class LaunchSlot {
   absl::Duration limit() const { return limit_; }
 
   // Starts a launch that began at `start` (the stop word reads 0; the time
-  // limit runs from `start`); returns its id for RequestStop. Called by the
-  // execution thread only.
-  uint64_t Begin(Clock::time_point start);
+  // limit runs from `start`). Called by the execution thread only.
+  void Begin(Clock::time_point start);
   // Ends the launch begun last: why it was asked to stop, if it was.
   LaunchStop End();
   // Asks launch `id` to stop, if it is still running and was not asked
@@ -56,6 +55,9 @@ class LaunchSlot {
   void Check(Clock::time_point now, Clock::time_point* next);
 
  private:
+  // Asks the running launch to stop unless it was asked before.
+  void StopLocked(LaunchStop why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const absl::Duration limit_;
   absl::Mutex mu_;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
