@@ -160,7 +160,16 @@ int DaemonProcess::Stop(int signal) {
 DaemonProcess::~DaemonProcess() {
   if (pid_ > 0) {
     int status = 0;
-    const bool died = waitpid(pid_, &status, WNOHANG) == pid_;
+    bool died = waitpid(pid_, &status, WNOHANG) == pid_;
+    if (died) {
+      status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    if (!died && absl::StrContains(log(), "Sanitizer")) {
+      // A report is being written (the sanitizers abort once it is done):
+      // killing now would cut off the stack that says where.
+      status = WaitForExit(pid_, absl::Seconds(20));
+      died = status != -1;
+    }
     if (!died) {
       kill(pid_, SIGKILL);
       waitpid(pid_, nullptr, 0);
@@ -171,7 +180,7 @@ DaemonProcess::~DaemonProcess() {
     const std::string text = log();
     if (died || absl::StrContains(text, "Sanitizer")) {
       ADD_FAILURE() << "gpustreamd "
-                    << (died ? absl::StrCat("exited on its own (wait status ",
+                    << (died ? absl::StrCat("exited on its own (status ",
                                             status, ")")
                              : "reported a sanitizer error")
                     << "; its log:\n"

@@ -990,5 +990,35 @@ TEST(DaemonTest, ConfigFileSetsLimits) {
   std::remove(config.c_str());
 }
 
+// The reflection service runs on gRPC's synchronous API, where the handler
+// polls IsCancelled() and each poll may finish the call's completion op
+// right there, running the daemon's interceptors inside it. An interceptor
+// that asked IsCancelled() again from that hook re-entered it without end
+// (a stack overflow in about one call in a hundred and twenty). Many short
+// streams, each closed as the handler polls, give the race its chances.
+TEST(DaemonTest, ManyReflectionStreamsEndingAtOnceKeepTheDaemonUp) {
+  auto daemon = testing::StartDaemonOn("cpu", {});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto channel = grpc::CreateChannel((*daemon)->unix_target(),
+                                     grpc::InsecureChannelCredentials());
+  auto reflection =
+      grpc::reflection::v1alpha::ServerReflection::NewStub(channel);
+  constexpr int kStreams = 1500;
+  int finished = 0;
+  for (int i = 0; i < kStreams && Running(**daemon); ++i) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(10));
+    auto stream = reflection->ServerReflectionInfo(&ctx);
+    grpc::reflection::v1alpha::ServerReflectionRequest list;
+    list.set_list_services("");
+    stream->WriteLast(list, grpc::WriteOptions());
+    grpc::reflection::v1alpha::ServerReflectionResponse listed;
+    if (stream->Read(&listed) && stream->Finish().ok()) ++finished;
+  }
+  EXPECT_EQ(finished, kStreams);
+  EXPECT_TRUE(Running(**daemon));
+}
+
 }  // namespace
 }  // namespace gpustream
