@@ -45,13 +45,17 @@ phase "bazel test" bazel test "${gpu_flags[@]}" //... //client:install_test \
 phase "skip check" skip_check
 phase "compose suite" bash tools/compose-test.sh
 phase "soak (short)" bash tools/soak.sh --short
-phase "bazel test --config=asan" bazel test "${gpu_flags[@]}" --config=asan //...
+# The sanitizer and nocuda phases build what the tests need
+# (--build_tests_only): the benches, fuzz drivers and examples were built
+# in phase one, and a second instrumented build of them proves nothing.
+phase "bazel test --config=asan" bazel test "${gpu_flags[@]}" --config=asan \
+  --build_tests_only //...
 phase "skip check (asan)" skip_check --config=asan
 # Not the Python client's suite under TSan (the test command's time on two
 # cores): it drives the daemon through the same paths as the C++ end-to-end
 # suites, which run here, and it runs in the default and ASan phases.
 phase "bazel test --config=tsan" bazel test "${gpu_flags[@]}" --config=tsan \
-  -- //... -//client/python:gpustream_test
+  --build_tests_only -- //... -//client/python:gpustream_test
 phase "skip check (tsan)" skip_check --config=tsan
 # The seven fuzz targets, four at a time, 30 seconds each (the phase must
 # fit the test command's time on two cores; tools/fuzz.sh alone fuzzes
@@ -59,7 +63,8 @@ phase "skip check (tsan)" skip_check --config=tsan
 phase "fuzz (short)" bash tools/fuzz.sh --seconds 30 --parallel 4
 # Not the Python client's suite: it drives the CPU backend, the same in a
 # build without CUDA, and ran in the default and ASan phases above.
-phase "bazel test --config=nocuda" bazel test --config=nocuda -- //... \
+phase "bazel test --config=nocuda" bazel test --config=nocuda \
+  --build_tests_only -- //... \
   -//client/python:gpustream_test
 phase "skip check (nocuda)" skip_check --no-cuda-build --config=nocuda
 echo "test.sh: everything passed in $((SECONDS - started)) s" >&2
