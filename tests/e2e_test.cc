@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -776,6 +777,74 @@ TEST_P(DeviceWorkTest, SigtermReleasesParkedWaitsWithUnavailable) {
   syncer.join();
   EXPECT_EQ(waited.code(), absl::StatusCode::kUnavailable) << waited;
   EXPECT_EQ(synced.code(), absl::StatusCode::kUnavailable) << synced;
+}
+
+// A large allocation zeroes its memory on the device: seconds for gigabytes.
+// The session's lock is not held meanwhile, so an enqueue on the same
+// session (which looks its queue up under that lock) goes on. The bound is
+// 5 ms at the 99th percentile; under the sanitizers, whose unary calls
+// alone take milliseconds on two cores, a quarter of an allocation's time
+// (an enqueue that waited for one would take about all of it).
+TEST_P(DeviceWorkTest, EnqueuesDoNotWaitForALargeAllocation) {
+  auto c = Client::Connect(daemon_->unix_target());
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto session = c->open_session();
+  ASSERT_TRUE(session.ok()) << session.status();
+  client::Session& s = **session;
+  client::Flag flag = s.create_flag();
+  ASSERT_TRUE(s.default_queue().synchronize(absl::Seconds(10)).ok());
+
+  constexpr uint64_t kBytes = uint64_t{256} << 20;
+  constexpr size_t kEnqueues = 200;
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  std::vector<absl::Duration> allocating;
+  std::atomic<bool> enqueued_all{false};
+  std::thread allocator([&] {
+    while (!enqueued_all.load() && allocating.size() < 1000 &&
+           absl::Now() < deadline) {
+      const absl::Time start = absl::Now();
+      auto buffer = s.allocate(kBytes);  // Freed as it goes.
+      allocating.push_back(absl::Now() - start);
+      EXPECT_TRUE(buffer.ok()) << buffer.status();
+      if (!buffer.ok()) break;
+    }
+  });
+  // Unary enqueues (WriteFlag) on the same session meanwhile, each timed.
+  std::vector<absl::Duration> enqueueing;
+  for (uint64_t value = 1;
+       enqueueing.size() < kEnqueues && absl::Now() < deadline; ++value) {
+    v1::WriteFlagRequest req;
+    req.set_session_id(s.id());
+    req.set_queue_id(s.default_queue().id());
+    req.set_flag_id(flag.id());
+    req.set_value(value);
+    v1::WriteFlagResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(30));
+    const absl::Time start = absl::Now();
+    const grpc::Status status = c->stub().WriteFlag(&ctx, req, &resp);
+    enqueueing.push_back(absl::Now() - start);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  enqueued_all = true;
+  allocator.join();
+  ASSERT_GE(allocating.size(), 1u);
+  ASSERT_EQ(enqueueing.size(), kEnqueues) << "enqueues too slow to finish";
+  std::sort(allocating.begin(), allocating.end());
+  std::sort(enqueueing.begin(), enqueueing.end());
+  const absl::Duration p99 = enqueueing[enqueueing.size() * 99 / 100];
+  const absl::Duration median_allocation = allocating[allocating.size() / 2];
+#if defined(__SANITIZE_ADDRESS__)
+  const bool sanitized = true;
+#else
+  const bool sanitized = std::getenv("GPUSTREAM_TSAN") != nullptr;
+#endif
+  const absl::Duration bound =
+      sanitized ? median_allocation / 4 : absl::Milliseconds(5);
+  EXPECT_LT(p99, bound) << allocating.size() << " allocations of 256 MiB, "
+                        << median_allocation << " each; slowest enqueue "
+                        << enqueueing.back();
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, DeviceWorkTest,

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -47,7 +48,7 @@ class ObjectTable {
   absl::StatusOr<uint64_t> ReserveId(uint64_t requested,
                                      absl::string_view field) {
     if (requested == 0) {
-      while (objects_.contains(next_server_id_)) ++next_server_id_;
+      while (Used(next_server_id_)) ++next_server_id_;
       return next_server_id_++;
     }
     if (requested >= kFirstServerId) {
@@ -56,7 +57,7 @@ class ObjectTable {
           " is in the server-assigned range [2^63, 2^64); client ids must be "
           "in [1, 2^63)"));
     }
-    if (objects_.contains(requested)) {
+    if (Used(requested)) {
       return absl::AlreadyExistsError(absl::StrCat(
           field, " ", requested, " is already used in this session"));
     }
@@ -66,6 +67,21 @@ class ObjectTable {
   void Insert(uint64_t id, Object object) {
     objects_.emplace(id, std::move(object));
   }
+
+  // For objects made without the session's lock (their device work may
+  // take seconds): Claim reserves the id as ReserveId does and holds it,
+  // counted in size(), until Fill puts the object under it or Unclaim gives
+  // it back. A claimed id is unknown to lookups until filled.
+  absl::StatusOr<uint64_t> Claim(uint64_t requested, absl::string_view field) {
+    absl::StatusOr<uint64_t> id = ReserveId(requested, field);
+    if (id.ok()) claimed_.insert(*id);
+    return id;
+  }
+  void Fill(uint64_t id, Object object) {
+    claimed_.erase(id);
+    Insert(id, std::move(object));
+  }
+  void Unclaim(uint64_t id) { claimed_.erase(id); }
 
   // The object, or null if `id` is unknown or not a T. No error text is
   // built: for hot paths, which call UnknownError only when it is null.
@@ -110,7 +126,8 @@ class ObjectTable {
     }
   }
 
-  size_t size() const { return objects_.size(); }
+  // Objects and claimed ids.
+  size_t size() const { return objects_.size() + claimed_.size(); }
 
   // NOT_FOUND naming the request field that carried the unknown id.
   template <typename T>
@@ -120,13 +137,19 @@ class ObjectTable {
                                             " in this session"));
   }
 
-  // Empties the table, handing every object to the caller.
+  // Empties the table, handing every object to the caller. Claims stay:
+  // their makers find the session closed and give them back.
   absl::flat_hash_map<uint64_t, Object> TakeAll() {
     return std::exchange(objects_, {});
   }
 
  private:
+  bool Used(uint64_t id) const {
+    return objects_.contains(id) || claimed_.contains(id);
+  }
+
   absl::flat_hash_map<uint64_t, Object> objects_;
+  absl::flat_hash_set<uint64_t> claimed_;
   uint64_t next_server_id_ = kFirstServerId;
 };
 

@@ -79,9 +79,10 @@ absl::StatusOr<std::shared_ptr<Session>> Session::Create(std::string id,
                                                          SessionContext ctx) {
   auto session = std::shared_ptr<Session>(
       new Session(std::move(id), std::move(owner), ctx));
-  absl::MutexLock lock(&session->mu_);
-  auto queue = session->NewQueue(0, &session->default_queue_id_, 0);
+  // Before anyone else knows the session.
+  auto queue = session->NewQueue(0, 0);
   if (!queue.ok()) return queue.status();
+  session->default_queue_id_ = *queue;
   return session;
 }
 
@@ -210,19 +211,47 @@ absl::StatusOr<std::shared_ptr<Buffer>> Session::FindRange(
   return buffer;
 }
 
-absl::StatusOr<std::shared_ptr<Queue>> Session::NewQueue(int32_t priority,
-                                                         uint64_t* id_out,
-                                                         uint64_t requested) {
+absl::StatusOr<uint64_t> Session::ClaimId(uint64_t requested, bool queue) {
+  absl::MutexLock lock(&mu_);
+  if (auto s = CheckQuota(queue); !s.ok()) return s;
+  absl::StatusOr<uint64_t> id = objects_.Claim(requested, "id");
+  if (!id.ok() || !queue) return id;
+  if (auto s = ctx_.tenant->ReserveQueue(); !s.ok()) {
+    objects_.Unclaim(*id);
+    return s;
+  }
+  ++queue_count_;
+  return id;
+}
+
+template <typename T>
+absl::Status Session::FillClaim(uint64_t id, bool queue,
+                                absl::StatusOr<std::shared_ptr<T>> object,
+                                uint64_t memory_bytes) {
+  absl::MutexLock lock(&mu_);
+  if (object.ok() && !closed_ && !refused_) {
+    objects_.Fill(id, *std::move(object));
+    memory_bytes_ += memory_bytes;
+    return absl::OkStatus();
+  }
+  objects_.Unclaim(id);
+  if (queue && !closed_) {  // A teardown released every queue's charge.
+    --queue_count_;
+    ctx_.tenant->ReleaseQueue();
+  }
+  return object.ok() ? ClosedError() : object.status();
+}
+
+absl::StatusOr<uint64_t> Session::NewQueue(int32_t priority,
+                                           uint64_t requested) {
   const auto& info = ctx_.device->info();
   if (priority > info.priority_least || priority < info.priority_greatest) {
     return absl::OutOfRangeError(
         absl::StrCat("priority ", priority, " is outside the device's range [",
                      info.priority_greatest, ", ", info.priority_least, "]"));
   }
-  if (auto s = CheckQuota(/*queue=*/true); !s.ok()) return s;
-  auto id = objects_.ReserveId(requested, "id");
-  if (!id.ok()) return id.status();
-  if (auto s = ctx_.tenant->ReserveQueue(); !s.ok()) return s;
+  absl::StatusOr<uint64_t> id = ClaimId(requested, /*queue=*/true);
+  if (!id.ok()) return id;
   backend::QueueOptions options;
   options.priority = ctx_.tenant->ClampPriority(priority);
   options.account = ctx_.tenant->account(owner_.device_id);
@@ -237,26 +266,21 @@ absl::StatusOr<std::shared_ptr<Queue>> Session::NewQueue(int32_t priority,
     e->mutable_error()->set_message(std::string(error.message()));
     hub->Publish(n);
   };
-  auto queue = ctx_.device->CreateQueue(std::move(options));
-  if (!queue.ok()) {
-    ctx_.tenant->ReleaseQueue();
-    return queue.status();
+  if (absl::Status s = FillClaim(*id, /*queue=*/true,
+                                 ctx_.device->CreateQueue(std::move(options)));
+      !s.ok()) {
+    return s;
   }
-  objects_.Insert(*id, *queue);
-  ++queue_count_;
-  *id_out = *id;
-  return queue;
+  return id;
 }
 
 // --- Queues ---------------------------------------------------------------
 
 absl::Status Session::CreateQueue(const v1::CreateQueueRequest& req,
                                   v1::CreateQueueResponse* resp) {
-  absl::MutexLock lock(&mu_);
-  uint64_t id = 0;
-  auto queue = NewQueue(req.priority(), &id, req.id());
-  if (!queue.ok()) return queue.status();
-  resp->set_queue_id(id);
+  auto id = NewQueue(req.priority(), req.id());
+  if (!id.ok()) return id.status();
+  resp->set_queue_id(*id);
   return absl::OkStatus();
 }
 
@@ -382,13 +406,13 @@ absl::Status Session::WaitQueue(const v1::WaitQueueRequest& req,
 
 absl::Status Session::CreateEvent(const v1::CreateEventRequest& req,
                                   v1::CreateEventResponse* resp) {
-  absl::MutexLock lock(&mu_);
-  if (auto s = CheckQuota(false); !s.ok()) return s;
-  auto id = objects_.ReserveId(req.id(), "id");
+  auto id = ClaimId(req.id(), /*queue=*/false);
   if (!id.ok()) return id.status();
-  auto event = ctx_.device->CreateEvent(req.enable_timing());
-  if (!event.ok()) return event.status();
-  objects_.Insert(*id, *std::move(event));
+  if (absl::Status s = FillClaim(*id, /*queue=*/false,
+                                 ctx_.device->CreateEvent(req.enable_timing()));
+      !s.ok()) {
+    return s;
+  }
   resp->set_event_id(*id);
   return absl::OkStatus();
 }
@@ -470,13 +494,13 @@ absl::Status Session::EventElapsedTime(const v1::EventElapsedTimeRequest& req,
 
 absl::Status Session::CreateFlag(const v1::CreateFlagRequest& req,
                                  v1::CreateFlagResponse* resp) {
-  absl::MutexLock lock(&mu_);
-  if (auto s = CheckQuota(false); !s.ok()) return s;
-  auto id = objects_.ReserveId(req.id(), "id");
+  auto id = ClaimId(req.id(), /*queue=*/false);
   if (!id.ok()) return id.status();
-  auto flag = ctx_.device->CreateFlag();
-  if (!flag.ok()) return flag.status();
-  objects_.Insert(*id, *std::move(flag));
+  if (absl::Status s =
+          FillClaim(*id, /*queue=*/false, ctx_.device->CreateFlag());
+      !s.ok()) {
+    return s;
+  }
   resp->set_flag_id(*id);
   return absl::OkStatus();
 }
@@ -604,33 +628,40 @@ absl::Status Session::AllocateBuffer(const v1::AllocateBufferRequest& req,
       return absl::InvalidArgumentError(absl::StrCat(
           "kind ", static_cast<int>(req.kind()), " is not a MemoryKind"));
   }
-  absl::MutexLock lock(&mu_);
-  if (auto s = CheckQuota(false); !s.ok()) return s;
-  auto id = objects_.ReserveId(req.id(), "id");
+  auto id = ClaimId(req.id(), /*queue=*/false);
   if (!id.ok()) return id.status();
-  if (auto s = ctx_.tenant->ReserveMemory(req.size_bytes()); !s.ok()) {
+  absl::StatusOr<std::shared_ptr<Buffer>> buffer =
+      AllocateCharged(req.size_bytes(), kind);
+  std::shared_ptr<const backend::SharedRegion> region;
+  if (buffer.ok() && kind == backend::MemoryKind::kHostShared) {
+    region = (*buffer)->shared_region();
+    absl::StatusOr<std::string> ticket = ctx_.share_tickets->Issue(id_, region);
+    if (ticket.ok()) {
+      resp->set_share_ticket(*std::move(ticket));
+    } else {
+      region.reset();
+      buffer = ticket.status();  // Its memory goes, then its charge.
+    }
+  }
+  if (absl::Status s =
+          FillClaim(*id, /*queue=*/false, std::move(buffer), req.size_bytes());
+      !s.ok()) {
+    if (region != nullptr) ctx_.share_tickets->Revoke(region.get());
     return s;
   }
-  auto buffer = ctx_.device->Allocate(req.size_bytes(), kind);
-  if (!buffer.ok()) {
-    ctx_.tenant->ReleaseMemory(req.size_bytes());
-    return buffer.status();
-  }
-  if (kind == backend::MemoryKind::kHostShared) {
-    absl::StatusOr<std::string> ticket =
-        ctx_.share_tickets->Issue(id_, (*buffer)->shared_region());
-    if (!ticket.ok()) {
-      buffer->reset();  // Its memory goes before the quota is credited.
-      ctx_.tenant->ReleaseMemory(req.size_bytes());
-      return ticket.status();
-    }
-    resp->set_share_ticket(*std::move(ticket));
-  }
-  objects_.Insert(
-      *id, ChargedBuffer(*std::move(buffer), ctx_.tenant, req.size_bytes()));
-  memory_bytes_ += req.size_bytes();
   resp->set_buffer_id(*id);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<Buffer>> Session::AllocateCharged(
+    uint64_t size, backend::MemoryKind kind) {
+  if (auto s = ctx_.tenant->ReserveMemory(size); !s.ok()) return s;
+  auto buffer = ctx_.device->Allocate(size, kind);
+  if (!buffer.ok()) {
+    ctx_.tenant->ReleaseMemory(size);
+    return buffer.status();
+  }
+  return ChargedBuffer(*std::move(buffer), ctx_.tenant, size);
 }
 
 absl::Status Session::FreeBuffer(const v1::FreeBufferRequest& req,

@@ -236,13 +236,34 @@ class Session {
   absl::Status CaptureError(uint64_t queue_id, absl::string_view what);
   // Checks room for one more object (and one more queue if `queue`).
   absl::Status CheckQuota(bool queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A new buffer of the device, charged to the tenant until its memory is
+  // back (ChargedBuffer).
+  absl::StatusOr<std::shared_ptr<backend::Buffer>> AllocateCharged(
+      uint64_t size, backend::MemoryKind kind) ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<std::shared_ptr<backend::Buffer>> FindRange(
       uint64_t buffer_id, absl::string_view id_field, uint64_t offset,
       uint64_t size, absl::string_view what);
-  absl::StatusOr<std::shared_ptr<backend::Queue>> NewQueue(int32_t priority,
-                                                           uint64_t* id_out,
-                                                           uint64_t requested)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Creates a queue (`requested` id, 0: the server picks) and returns its
+  // id.
+  absl::StatusOr<uint64_t> NewQueue(int32_t priority, uint64_t requested)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Objects are made off the session's lock: a device allocation zeroes its
+  // memory (seconds for gigabytes) and creating a stream or a pinned flag
+  // calls the driver, while every enqueue of the session takes the lock to
+  // look its queue up. ClaimId checks the quota (and the queue quota, which
+  // it charges, if `queue`) and claims the id (ObjectTable::Claim).
+  absl::StatusOr<uint64_t> ClaimId(uint64_t requested, bool queue)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Puts `object` under `id` from ClaimId(.., queue), adding
+  // `memory_bytes` to the session's. Otherwise gives the claim back (with
+  // its queue charge, unless a teardown took that) and returns why:
+  // `object`'s error, or the session's end meanwhile; `object` is then
+  // dropped off the lock.
+  template <typename T>
+  absl::Status FillClaim(uint64_t id, bool queue,
+                         absl::StatusOr<std::shared_ptr<T>> object,
+                         uint64_t memory_bytes = 0) ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string id_;
   const SessionOwner owner_;
