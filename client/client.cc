@@ -161,7 +161,7 @@ absl::StatusOr<std::unique_ptr<Session>> Client::open_session(
   if (!s.ok()) return FromGrpc(s);
   return std::make_unique<Session>(std::make_shared<SessionCore>(
       channel_, token_, response.session_id(), response.default_queue_id(),
-      response.public_id(), signatures_));
+      response.public_id(), signatures_, options.enqueue_timeout));
 }
 
 }  // namespace gpustream::client

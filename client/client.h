@@ -58,6 +58,13 @@ struct SessionOptions {
   uint32_t device_id = 0;
   std::string client_name;
   uint32_t lease_seconds = 0;  // 0: the server's default.
+  // How long an enqueue may wait for room while SessionCore's
+  // kMaxPendingBytes of commands are still unsent (the daemon is not
+  // reading them: its own bounds hold the stream). Past it the command is
+  // not sent and the queue's next synchronize() or read() reports
+  // DEADLINE_EXCEEDED. Zero: an enqueue waits as long as the session lives
+  // (until the daemon reads, the stream breaks or the session closes).
+  absl::Duration enqueue_timeout = absl::ZeroDuration();
 };
 
 // Thread-safe; cheap to copy (shares the channel).

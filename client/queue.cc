@@ -301,19 +301,21 @@ void Queue::write(const Buffer& dst, uint64_t offset, absl::string_view bytes) {
 }
 
 absl::StatusOr<std::string> Queue::read(const Buffer& src, uint64_t offset,
-                                        uint64_t size) {
+                                        uint64_t size, absl::Duration timeout) {
   if (absl::Status s = Owns(src, "buffer"); !s.ok()) {
     return absl::Status(
         s.code(),
         absl::StrCat("read_buffer on ", QueueName(id()), ": ", s.message()));
   }
-  auto result = core().Call([&](v1::Command& c) {
-    auto* read = c.mutable_read_buffer();
-    read->set_queue_id(id());
-    read->set_buffer_id(src.id());
-    read->set_offset(offset);
-    read->set_size(size);
-  });
+  auto result = core().Call(
+      [&](v1::Command& c) {
+        auto* read = c.mutable_read_buffer();
+        read->set_queue_id(id());
+        read->set_buffer_id(src.id());
+        read->set_offset(offset);
+        read->set_size(size);
+      },
+      SessionCore::Answer::kResult, WaitLimit(timeout));
   // As synchronize: a command of this queue the daemon rejected earlier is
   // reported here, rather than bytes it never wrote (its rejection arrived
   // before this result).

@@ -85,9 +85,13 @@ class Queue : public Handle {
   // Blocks until the queue has reached and run the copy. An earlier
   // command of this queue that was rejected is reported here instead of
   // the bytes (as synchronize() does; queue-less failures are left for the
-  // next synchronize()).
-  absl::StatusOr<std::string> read(const Buffer& src, uint64_t offset,
-                                   uint64_t size);
+  // next synchronize()). With a `timeout`, DEADLINE_EXCEEDED once it
+  // passes: the copy stays enqueued and its bytes are dropped when they
+  // come. A zero timeout waits until the queue reaches the copy (forever
+  // behind a wait nobody satisfies) or the session or its stream ends.
+  absl::StatusOr<std::string> read(
+      const Buffer& src, uint64_t offset, uint64_t size,
+      absl::Duration timeout = absl::ZeroDuration());
   void copy(const Buffer& src, uint64_t src_offset, const Buffer& dst,
             uint64_t dst_offset, uint64_t size);
   // Repeats the 32-bit `value` over [offset, offset + size); size % 4 == 0.

@@ -1,6 +1,8 @@
 // Session object factories.
 #include "client/session.h"
 
+#include "client/wire.h"
+
 namespace gpustream::client {
 
 Session::Session(std::shared_ptr<SessionCore> core)
@@ -37,7 +39,8 @@ Flag Session::create_flag() {
   return Flag(core_, id);
 }
 
-absl::StatusOr<Buffer> Session::allocate(uint64_t size_bytes, MemoryKind kind) {
+absl::StatusOr<Buffer> Session::allocate(uint64_t size_bytes, MemoryKind kind,
+                                         absl::Duration timeout) {
   const uint64_t id = core_->MintId();
   auto result = core_->Call(
       [&](v1::Command& c) {
@@ -48,7 +51,13 @@ absl::StatusOr<Buffer> Session::allocate(uint64_t size_bytes, MemoryKind kind) {
                             ? v1::MEMORY_KIND_HOST_PINNED
                             : v1::MEMORY_KIND_DEVICE);
       },
-      SessionCore::Answer::kAck);
+      SessionCore::Answer::kAck, WaitLimit(timeout));
+  if (result.status().code() == absl::StatusCode::kDeadlineExceeded) {
+    // The stream runs a session's commands in order: this free runs after
+    // the allocation, whichever way that went.
+    core_->EnqueueUnheard(
+        [id](v1::Command& c) { c.mutable_free_buffer()->set_buffer_id(id); });
+  }
   if (!result.ok()) return result.status();
   return Buffer(core_, id, size_bytes);
 }

@@ -40,9 +40,14 @@ class Session {
   Event create_event(bool enable_timing = false);
   Flag create_flag();
 
-  // Synchronous, as cudaMalloc: RESOURCE_EXHAUSTED is reported here.
-  absl::StatusOr<Buffer> allocate(uint64_t size_bytes,
-                                  MemoryKind kind = MemoryKind::kDevice);
+  // Synchronous, as cudaMalloc: RESOURCE_EXHAUSTED is reported here. With
+  // a `timeout`, DEADLINE_EXCEEDED once it passes: the daemon may still
+  // make the buffer, and frees it right after (nothing else is reported).
+  // A zero timeout waits as long as the allocation takes (a device zeroes
+  // gigabytes in seconds) or until the session or its stream ends.
+  absl::StatusOr<Buffer> allocate(
+      uint64_t size_bytes, MemoryKind kind = MemoryKind::kDevice,
+      absl::Duration timeout = absl::ZeroDuration());
   // HOST_SHARED memory that this process maps too (same host only): the
   // data plane without copies through gRPC. FAILED_PRECONDITION where the
   // daemon serves no share socket.

@@ -46,13 +46,15 @@ absl::StatusOr<std::string> SessionCore::ShareSocket() {
 SessionCore::SessionCore(std::shared_ptr<grpc::Channel> channel,
                          std::string token, std::string session_id,
                          uint64_t default_queue_id, std::string public_id,
-                         std::shared_ptr<const KernelSignatures> signatures)
+                         std::shared_ptr<const KernelSignatures> signatures,
+                         absl::Duration enqueue_timeout)
     : token_(std::move(token)),
       session_id_(std::move(session_id)),
       public_id_(std::move(public_id)),
       signatures_(signatures != nullptr
                       ? std::move(signatures)
                       : std::make_shared<const KernelSignatures>()),
+      enqueue_timeout_(enqueue_timeout),
       default_queue_id_(default_queue_id),
       stub_(v1::GpuStream::NewStub(channel)) {
   stream_context_ = NewClientContext(token_);
@@ -81,6 +83,11 @@ void SessionCore::Reject(absl::FunctionRef<void(v1::Command&)> fill,
 uint64_t SessionCore::FileRejection(CommandRecord record,
                                     const absl::Status& status) {
   absl::MutexLock lock(&mu_);
+  return FileRejectionLocked(std::move(record), status);
+}
+
+uint64_t SessionCore::FileRejectionLocked(CommandRecord record,
+                                          const absl::Status& status) {
   // A seq of its own, never sent: the report names and orders it like a
   // rejection by the daemon.
   const uint64_t seq = next_seq_++;
@@ -133,9 +140,22 @@ absl::StatusOr<uint64_t> SessionCore::Push(v1::Command command,
   }
 
   absl::MutexLock lock(&mu_);
+  const absl::Time give_up = enqueue_timeout_ == absl::ZeroDuration()
+                                 ? absl::InfiniteFuture()
+                                 : absl::Now() + enqueue_timeout_;
   while (may_block && pending_bytes_ >= kMaxPendingBytes &&
          stream_error_.ok() && !writer_done_ && !closed_) {
-    space_cv_.Wait(&mu_);
+    if (space_cv_.WaitWithDeadline(&mu_, give_up) &&
+        pending_bytes_ >= kMaxPendingBytes && RefusalLocked().ok()) {
+      const absl::Status late = absl::DeadlineExceededError(
+          absl::StrCat("not sent: the enqueue waited ",
+                       absl::FormatDuration(enqueue_timeout_),
+                       " (SessionOptions.enqueue_timeout) for room, with ",
+                       pending_bytes_, " bytes of commands of session ",
+                       public_id_, " unsent (the daemon is not reading them)"));
+      if (waiter != nullptr) return late;
+      return FileRejectionLocked(std::move(record), late);
+    }
   }
   if (absl::Status refused = RefusalLocked(); !refused.ok()) return refused;
   const uint64_t seq = next_seq_++;
@@ -232,10 +252,7 @@ absl::StatusOr<v1::CommandResult> SessionCore::Call(
   if (!seq.ok()) return seq.status();
   if (!waiter->done.WaitForNotificationWithTimeout(timeout)) {
     absl::MutexLock lock(&mu_);
-    ack_waiters_.erase(*seq);
-    if (waiters_.erase(*seq) > 0) {
-      // Its answer may still come: it belongs to nobody now.
-      abandoned_.insert(*seq);
+    if (AbandonLocked(*seq)) {
       return absl::DeadlineExceededError(
           absl::StrCat("no answer to command seq ", *seq, " within ",
                        absl::FormatDuration(timeout)));
@@ -243,6 +260,25 @@ absl::StatusOr<v1::CommandResult> SessionCore::Call(
   }
   waiter->done.WaitForNotification();  // Answered during the timeout race.
   return std::move(waiter->result);
+}
+
+void SessionCore::EnqueueUnheard(absl::FunctionRef<void(v1::Command&)> fill) {
+  v1::Command command;
+  fill(command);
+  absl::StatusOr<uint64_t> seq =
+      Push(std::move(command), std::make_shared<Waiter>(), Answer::kAck, {},
+           /*may_block=*/false);
+  if (!seq.ok()) return;
+  absl::MutexLock lock(&mu_);
+  AbandonLocked(*seq);
+}
+
+bool SessionCore::AbandonLocked(uint64_t seq) {
+  ack_waiters_.erase(seq);
+  if (waiters_.erase(seq) == 0) return false;
+  // Its answer may still come: it belongs to nobody now.
+  abandoned_.insert(seq);
+  return true;
 }
 
 void SessionCore::AddToSlot(ErrorSlot& slot, uint64_t seq,

@@ -71,7 +71,8 @@ class SessionCore {
   SessionCore(std::shared_ptr<grpc::Channel> channel, std::string token,
               std::string session_id, uint64_t default_queue_id,
               std::string public_id,
-              std::shared_ptr<const KernelSignatures> signatures);
+              std::shared_ptr<const KernelSignatures> signatures,
+              absl::Duration enqueue_timeout = absl::ZeroDuration());
   ~SessionCore();  // Close()s.
   SessionCore(const SessionCore&) = delete;
   SessionCore& operator=(const SessionCore&) = delete;
@@ -113,6 +114,10 @@ class SessionCore {
       absl::FunctionRef<void(v1::Command&)> fill,
       Answer answer = Answer::kResult,
       absl::Duration timeout = absl::InfiniteDuration());
+
+  // Enqueues a command whose outcome nobody hears, success or failure (a
+  // clean-up that may find nothing to clean). Never blocks.
+  void EnqueueUnheard(absl::FunctionRef<void(v1::Command&)> fill);
 
   // The first failure, since the last call, of a command that targeted
   // `queue_id` or no queue (OK if none); later ones are counted in its
@@ -192,7 +197,12 @@ class SessionCore {
                                 std::shared_ptr<Waiter> waiter, Answer answer,
                                 std::vector<uint64_t> flags_after = {},
                                 bool may_block = true);
+  // Drops the waiter of `seq` (its answer, if it comes, is discarded);
+  // false if it was already answered.
+  bool AbandonLocked(uint64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t FileRejection(CommandRecord record, const absl::Status& status);
+  uint64_t FileRejectionLocked(CommandRecord record, const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Why no command can be sent any more (closed, or the stream broke); OK
   // while they can.
   absl::Status RefusalLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -228,6 +238,8 @@ class SessionCore {
   std::optional<std::string> share_socket_ ABSL_GUARDED_BY(share_mu_);
   const std::string public_id_;
   const std::shared_ptr<const KernelSignatures> signatures_;
+  // SessionOptions::enqueue_timeout; zero: none.
+  const absl::Duration enqueue_timeout_;
   const uint64_t default_queue_id_;
   std::unique_ptr<v1::GpuStream::Stub> stub_;
   std::atomic<uint64_t> next_id_{1};

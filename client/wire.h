@@ -41,6 +41,13 @@ inline absl::Duration ClientWait(absl::Duration timeout) {
   return timeout + absl::Seconds(2);
 }
 
+// How long the client waits for the answer to a call the daemon does not
+// bound (a read, an allocation): `timeout`, or without limit if zero.
+inline absl::Duration WaitLimit(absl::Duration timeout) {
+  if (timeout <= absl::ZeroDuration()) return absl::InfiniteDuration();
+  return timeout;
+}
+
 }  // namespace gpustream::client
 
 #endif  // GPUSTREAM_CLIENT_WIRE_H_

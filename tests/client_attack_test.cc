@@ -42,7 +42,7 @@ using ClientAttackTest = testing::ClientTest;
 TEST_F(ClientAttackTest, SynchronizeTimeoutHoldsWhenTheDaemonIsFrozen) {
   Queue q = session_->create_queue();
   ASSERT_TRUE(q.synchronize(absl::Seconds(10)).ok());
-  ASSERT_EQ(kill(daemon_->pid(), SIGSTOP), 0);
+  ASSERT_TRUE(daemon_->Freeze());
   absl::Notification returned;
   absl::Status s;
   std::thread t([&] {
@@ -59,7 +59,7 @@ TEST_F(ClientAttackTest, SynchronizeTimeoutHoldsWhenTheDaemonIsFrozen) {
 TEST_F(ClientAttackTest, FlagWaitTimeoutHoldsWhenTheDaemonIsFrozen) {
   client::Flag flag = session_->create_flag();
   ASSERT_TRUE(session_->default_queue().synchronize(absl::Seconds(10)).ok());
-  ASSERT_EQ(kill(daemon_->pid(), SIGSTOP), 0);
+  ASSERT_TRUE(daemon_->Freeze());
   absl::Notification returned;
   std::thread t([&] {
     (void)flag.wait(1, client::WaitCondition::kEqual, absl::Milliseconds(500));
@@ -316,7 +316,7 @@ TEST_F(ClientAttackTest, BackpressureBoundsPendingBytes) {
   ASSERT_TRUE(buffer.ok()) << buffer.status();
   Queue q = session_->create_queue();
   ASSERT_TRUE(q.synchronize(absl::Seconds(10)).ok());
-  ASSERT_EQ(kill(daemon_->pid(), SIGSTOP), 0);
+  ASSERT_TRUE(daemon_->Freeze());
   std::atomic<int> written{0};
   std::atomic<bool> stop{false};
   const std::string mib(1 << 20, 'p');

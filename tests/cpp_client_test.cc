@@ -357,7 +357,7 @@ TEST_F(CppClientTest, EnqueueAndChecksGoOnWhileAWriteIsBlocked) {
   ASSERT_TRUE(other.synchronize(absl::Seconds(10)).ok());
   // Freeze the daemon: the stream's flow-control window fills and the
   // client's stream write blocks.
-  ASSERT_EQ(kill(daemon_->pid(), SIGSTOP), 0);
+  ASSERT_TRUE(daemon_->Freeze());
   const std::string mib(1 << 20, 'x');
   for (int i = 0; i < 32; ++i) writer.write(*buffer, i * mib.size(), mib);
   absl::SleepFor(absl::Milliseconds(300));  // Let the writer block.
@@ -419,11 +419,91 @@ TEST_F(CppClientTest, HostFunctionsReachedWhileTheStreamBreaksStillRun) {
   EXPECT_EQ(ran_b.load(), kRounds);
 }
 
+// Calls the daemon does not bound take the caller's timeout.
+TEST_F(CppClientTest, ReadWithATimeoutGivesUpAndTheQueueGoesOn) {
+  auto buffer = session_->allocate(8);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  Queue q = session_->create_queue();
+  client::Flag gate = session_->create_flag();
+  q.fill(*buffer, 0, 8, 0x07070707);
+  q.wait_for_host_value(gate, 1);
+  const absl::Time start = absl::Now();
+  auto late = q.read(*buffer, 0, 8, absl::Milliseconds(200));
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kDeadlineExceeded)
+      << late.status();
+  EXPECT_GE(took, absl::Milliseconds(200));
+  EXPECT_LT(took, absl::Seconds(5));
+  // The read stays enqueued; its bytes, when they come, go nowhere, and
+  // the next read gets its own.
+  ASSERT_TRUE(gate.signal(1).ok());
+  auto bytes = q.read(*buffer, 0, 8, absl::Seconds(30));
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(*bytes, std::string(8, '\x07'));
+  EXPECT_TRUE(q.synchronize(absl::Seconds(30)).ok());
+}
+
+TEST_F(CppClientTest, AnAllocationThatTimedOutIsFreedWhenItComes) {
+  // Two of these do not fit the CPU device's default 1 GiB.
+  constexpr uint64_t kBytes = uint64_t{640} << 20;
+  ASSERT_TRUE(daemon_->Freeze());
+  auto late = session_->allocate(kBytes, client::MemoryKind::kDevice,
+                                 absl::Milliseconds(300));
+  ASSERT_EQ(kill(daemon_->pid(), SIGCONT), 0);
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kDeadlineExceeded)
+      << late.status();
+  // The daemon makes it once thawed, then frees it: the memory comes back
+  // (the device returns it on its cleanup thread, so not at once).
+  absl::StatusOr<client::Buffer> again = absl::UnknownError("not tried");
+  EXPECT_TRUE(testing::PollUntil(absl::Seconds(20), [&] {
+    again = session_->allocate(kBytes, client::MemoryKind::kDevice,
+                               absl::Seconds(10));
+    return again.ok();
+  })) << again.status();
+  // And nothing about it is reported: the free of a buffer that was never
+  // made (had the allocation failed) would not be either.
+  EXPECT_TRUE(session_->default_queue().synchronize(absl::Seconds(10)).ok());
+  EXPECT_TRUE(session_->take_error().ok());
+}
+
+TEST_F(CppClientTest, EnqueueTimeoutGivesUpWhileTheDaemonDoesNotRead) {
+  auto session =
+      client_->open_session({.enqueue_timeout = absl::Milliseconds(300)});
+  ASSERT_TRUE(session.ok()) << session.status();
+  client::Session& s = **session;
+  auto buffer = s.allocate(1 << 20);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  Queue q = s.create_queue();
+  ASSERT_TRUE(q.synchronize(absl::Seconds(10)).ok());
+  ASSERT_TRUE(daemon_->Freeze());
+  // Writes pile up unsent until the client's bound (64 MiB) is reached;
+  // then one waits its timeout and is refused.
+  const std::string mib(1 << 20, 'x');
+  absl::Duration slowest;
+  int written = 0;
+  for (; written < 512 && slowest < absl::Milliseconds(250); ++written) {
+    const absl::Time start = absl::Now();
+    q.write(*buffer, 0, mib);
+    slowest = std::max(slowest, absl::Now() - start);
+  }
+  ASSERT_EQ(kill(daemon_->pid(), SIGCONT), 0);
+  EXPECT_GE(slowest, absl::Milliseconds(250)) << written << " writes";
+  EXPECT_LT(slowest, absl::Seconds(5));
+  const absl::Status refused = q.synchronize(absl::Seconds(60));
+  EXPECT_EQ(refused.code(), absl::StatusCode::kDeadlineExceeded) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("enqueue_timeout"));
+  // The refusal was reported; the session goes on.
+  q.fill(*buffer, 0, 4, 0x61616161);
+  auto head = q.read(*buffer, 0, 4, absl::Seconds(30));
+  ASSERT_TRUE(head.ok()) << head.status();
+  EXPECT_EQ(*head, "aaaa");
+}
+
 TEST_F(CppClientTest, CloseIsBoundedWhenTheDaemonIsFrozen) {
   Queue q = session_->create_queue();
   q.launch("samples", "noop", {1}, {1}, {});
   ASSERT_TRUE(q.synchronize(absl::Seconds(10)).ok());
-  ASSERT_EQ(kill(daemon_->pid(), SIGSTOP), 0);
+  ASSERT_TRUE(daemon_->Freeze());
   q.launch("samples", "noop", {1}, {1}, {});
   const absl::Time start = absl::Now();
   const absl::Status s = session_->close();

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -141,6 +142,28 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
 }
 
 std::string DaemonProcess::log() const { return ReadFile(log_path_); }
+
+bool DaemonProcess::Freeze() {
+  if (pid_ < 0 || kill(pid_, SIGSTOP) != 0) return false;
+  const std::string tasks = absl::StrCat("/proc/", pid_, "/task");
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (absl::Now() < deadline) {
+    bool all_stopped = true;
+    for (const auto& task : std::filesystem::directory_iterator(tasks)) {
+      // The state follows the ")" that ends the command name.
+      const std::string stat = ReadFile(task.path().string() + "/stat");
+      const size_t paren = stat.rfind(')');
+      if (paren == std::string::npos || paren + 2 >= stat.size() ||
+          stat[paren + 2] != 'T') {
+        all_stopped = false;
+        break;
+      }
+    }
+    if (all_stopped) return true;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return false;
+}
 
 int DaemonProcess::Stop(int signal) {
   if (pid_ < 0) return -1;

@@ -51,6 +51,11 @@ class DaemonProcess {
   // Sends `signal` and waits (at most 30 s) for the exit; returns the exit
   // status (128 + n when killed by signal n, -1 on timeout).
   int Stop(int signal);
+  // SIGSTOP, then waits (up to 5 s) until every thread of the daemon has
+  // stopped: kill() returns before they do, and a thread already running
+  // may still answer a request sent right after. Whether they all did.
+  // Thaw with kill(pid(), SIGCONT).
+  bool Freeze();
 
  private:
   DaemonProcess() = default;

@@ -652,7 +652,7 @@ TEST_F(GpustreamctlTest, UnreachableOrSilentDaemonExits3Quickly) {
   EXPECT_THAT(run.err, HasSubstr(nowhere));
 
   // A daemon that accepts connections and never answers: the deadline.
-  ASSERT_EQ(kill(daemon().pid(), SIGSTOP), 0);
+  ASSERT_TRUE(daemon().Freeze());
   absl::Cleanup resume = [] { kill(daemon().pid(), SIGCONT); };
   run = RunCtl({"devices", UnixTarget(), "--timeout=300ms"});
   EXPECT_EQ(run.exit_code, 3) << run;

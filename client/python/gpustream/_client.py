@@ -14,6 +14,7 @@ from gpustream._core import CLOSE_TIMEOUT_S
 from gpustream._errors import Error, from_rpc_error
 from gpustream._proto import pb, pb_grpc
 from gpustream._session import Session
+from gpustream._timeouts import checked_timeout
 
 # The protocol versions this library speaks.
 MIN_VERSION = 1
@@ -154,11 +155,17 @@ class Client:
         return params
 
     def open_session(self, device_id: int = 0, client_name: str = "",
-                     lease_seconds: int = 0) -> Session:
+                     lease_seconds: int = 0,
+                     enqueue_timeout: Optional[float] = None) -> Session:
         """Opens a session on device ``device_id``. ``lease_seconds``: how
         long the session survives without any call or open stream (0: the
         daemon's default); the session's open Submit stream keeps it
-        alive."""
+        alive. ``enqueue_timeout`` (seconds): how long a call without a
+        timeout of its own (launch, write, ...) waits for room while
+        ``MAX_QUEUED_BYTES`` of commands wait to be sent (the daemon is not
+        reading them); past it the call raises DEADLINE_EXCEEDED and sends
+        nothing. None: it waits as long as the session lives."""
+        enqueue_timeout = checked_timeout(enqueue_timeout)
         with self._mu:
             if self._closed:
                 raise Error(grpc.StatusCode.FAILED_PRECONDITION,
@@ -166,7 +173,7 @@ class Client:
         response = self._unary("OpenSession", pb.OpenSessionRequest(
             device_id=device_id, client_name=client_name,
             lease_seconds=lease_seconds))
-        session = Session(self, response, device_id)
+        session = Session(self, response, device_id, enqueue_timeout)
         with self._mu:
             self._sessions.append(session)
         return session

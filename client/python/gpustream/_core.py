@@ -116,8 +116,12 @@ class SessionCore(HostFuncs):
     """
 
     def __init__(self, channel: grpc.Channel, metadata: Tuple, session_id: str,
-                 default_queue_id: int, public_id: str) -> None:
+                 default_queue_id: int, public_id: str,
+                 enqueue_timeout: Optional[float] = None) -> None:
         self.session_id = session_id  # Secret: sent, never put in a message.
+        # How long a call without a deadline of its own waits for room
+        # (back-pressure); None: as long as the session lives.
+        self.enqueue_timeout = enqueue_timeout
         self.public_id = public_id
         self.default_queue_id = default_queue_id
         self._metadata = metadata
@@ -217,9 +221,11 @@ class SessionCore(HostFuncs):
 
         With ``wait_for_room``, first waits (back-pressure) while more than
         ``MAX_QUEUED_BYTES`` wait to be sent; past ``deadline``
-        (``time.monotonic()``; None: no limit) raises DEADLINE_EXCEEDED and
-        appends nothing. Raises the session's error once it is closed or
+        (``time.monotonic()``; None: the session's ``enqueue_timeout``, if
+        any, from now) raises DEADLINE_EXCEEDED and appends nothing. Raises the session's error once it is closed or
         broken. Thread-safe; it blocks only for back-pressure."""
+        if deadline is None and self.enqueue_timeout is not None:
+            deadline = time.monotonic() + self.enqueue_timeout
         with self._mu:
             if wait_for_room:
                 self._wait_for_room_locked(deadline, items[0])

@@ -342,8 +342,9 @@ class Buffer(SessionObject):
         (queue or self._session.default_queue).write(self, data, offset)
 
     def read(self, size: Optional[int] = None, offset: int = 0,
-             dtype: Any = None, queue: Optional["Queue"] = None) -> Any:
+             dtype: Any = None, queue: Optional["Queue"] = None,
+             timeout: Optional[float] = None) -> Any:
         """``(queue or session.default_queue).read(self, size, offset,
-        dtype)``."""
+        dtype, timeout)``."""
         return (queue or self._session.default_queue).read(
-            self, size, offset, dtype)
+            self, size, offset, dtype, timeout)

@@ -22,7 +22,7 @@ from gpustream._objects import (EQUAL, Buffer, Event, Flag, Graph,
                                 wait_condition)
 from gpustream._proto import pb
 from gpustream._timeouts import (answer_wait, checked_timeout, deadline_of,
-                                 timeout_ms)
+                                 remaining, timeout_ms)
 
 if TYPE_CHECKING:  # Annotations only: _session imports this module.
     from gpustream._session import Session
@@ -457,12 +457,18 @@ class Queue(SessionObject):
             self._core.submit(pieces)
 
     def read(self, buffer: Buffer, size: Optional[int] = None,
-             offset: int = 0, dtype: Any = None) -> Any:
+             offset: int = 0, dtype: Any = None,
+             timeout: Optional[float] = None) -> Any:
         """Blocks until the queue has reached and run a copy of ``size``
         bytes (default: to the end) of ``buffer`` from ``offset``; returns
         them as bytes, or, with ``dtype``, as a writable numpy array of that
-        dtype (``dtype`` needs numpy: FAILED_PRECONDITION without it)."""
+        dtype (``dtype`` needs numpy: FAILED_PRECONDITION without it).
+        ``timeout`` (seconds; None: until the queue reaches the copy, which
+        is forever behind a wait nobody satisfies, or the session ends):
+        past it DEADLINE_EXCEEDED is raised; the copy stays enqueued and
+        its bytes are dropped when they come."""
         self._check()
+        deadline = deadline_of(checked_timeout(timeout))
         numpy = None
         if dtype is not None:
             try:
@@ -484,7 +490,8 @@ class Queue(SessionObject):
 
         data = self._core.call(queue_id, "read_buffer",
                                f"{buffer_id} [{offset}, {offset + size})",
-                               fill).wait(None)
+                               fill, deadline=deadline).wait(
+                                   remaining(deadline))
         if numpy is None:
             return bytes(data) if not isinstance(data, bytes) else data
         if isinstance(data, bytes):

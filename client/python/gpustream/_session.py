@@ -14,6 +14,7 @@ from gpustream._objects import Buffer, Event, Flag, checked_int, u64
 from gpustream._proto import pb
 from gpustream._queue import Queue
 from gpustream._shared import SharedBuffer, fetch_mapping
+from gpustream._timeouts import checked_timeout, deadline_of, remaining
 
 _MEMORY_KINDS = {
     "device": pb.MEMORY_KIND_DEVICE,
@@ -32,7 +33,8 @@ class Session:
     until the session closes. Thread-safe. Use as a context manager, or call
     ``close()``: it returns within ``CLOSE_TIMEOUT_S`` (10) seconds."""
 
-    def __init__(self, client: Any, response: Any, device_id: int) -> None:
+    def __init__(self, client: Any, response: Any, device_id: int,
+                 enqueue_timeout: Optional[float] = None) -> None:
         self._client = client
         # The secret id: whoever has it can use the session. Never printed;
         # messages, logs and repr() use public_id ("s-" + 16 hex digits,
@@ -42,7 +44,8 @@ class Session:
         self.device_id = device_id
         self.lease_seconds: int = response.lease_seconds
         self._core = SessionCore(client._channel, client._metadata, self.id,
-                                 response.default_queue_id, self.public_id)
+                                 response.default_queue_id, self.public_id,
+                                 enqueue_timeout)
         self.default_queue = Queue(self, response.default_queue_id,
                                    owned=False)
         self._share_socket: Optional[str] = None  # GetServerInfo's, asked once.
@@ -99,11 +102,17 @@ class Session:
                            lambda c: setattr(c.create_flag, "id", flag_id))
         return Flag(self, flag_id)
 
-    def allocate(self, size_bytes: int, kind: str = "device") -> Buffer:
+    def allocate(self, size_bytes: int, kind: str = "device",
+                 timeout: Optional[float] = None) -> Buffer:
         """Allocates ``size_bytes`` of ``kind`` ("device" or
         "host_pinned"); waits for the daemon, so errors (RESOURCE_EXHAUSTED,
-        ...) are raised here."""
+        ...) are raised here. ``timeout`` (seconds; None: as long as the
+        allocation takes, which is seconds for gigabytes, or until the
+        session ends): past it DEADLINE_EXCEEDED is raised, and the daemon,
+        which may still make the buffer, frees it right after (nothing
+        more is reported)."""
         self._check()
+        deadline = deadline_of(checked_timeout(timeout))
         if kind not in _MEMORY_KINDS:
             raise Error(grpc.StatusCode.INVALID_ARGUMENT,
                         "kind must be 'device' or 'host_pinned', not "
@@ -117,10 +126,30 @@ class Session:
             allocate.size_bytes = size
             allocate.kind = memory_kind
 
-        self._core.call(None, "allocate_buffer",
-                        f"{buffer_id} ({size} bytes, {kind})", fill,
-                        ack=True).wait(None)
+        waiter = self._core.call(None, "allocate_buffer",
+                                 f"{buffer_id} ({size} bytes, {kind})", fill,
+                                 ack=True, deadline=deadline)
+        try:
+            waiter.wait(remaining(deadline))
+        except Error as e:
+            if e.code == grpc.StatusCode.DEADLINE_EXCEEDED and (
+                    not waiter.done.is_set()):
+                self._free_quietly(buffer_id)
+            raise
         return Buffer(self, buffer_id, size, kind)
+
+    def _free_quietly(self, buffer_id: int) -> None:
+        """Frees ``buffer_id`` whether or not it was made, unheard: the
+        stream runs a session's commands in order, so this comes after its
+        allocation, whichever way that went."""
+        def fill(command: Any) -> None:
+            command.free_buffer.buffer_id = buffer_id
+
+        try:
+            self._core.call(None, "free_buffer", str(buffer_id), fill,
+                            ack=True, deadline=0.0)
+        except Error:
+            pass  # Closed, broken, or no room: the session's end frees it.
 
     def allocate_shared(self, size_bytes: int) -> SharedBuffer:
         """Allocates ``size_bytes`` of HOST_SHARED memory that this process

@@ -57,6 +57,13 @@ def deadline_of(timeout: Optional[float]) -> Optional[float]:
     return None if timeout is None else time.monotonic() + timeout
 
 
+def remaining(deadline: Optional[float]) -> Optional[float]:
+    """Seconds left until ``deadline`` (None: no limit), at least 0."""
+    if deadline is None:
+        return None
+    return max(0.0, deadline - time.monotonic())
+
+
 def answer_wait(deadline: Optional[float]) -> Optional[float]:
     """How long to wait locally for the answer to a command sent with
     ``deadline``: until it, plus the grace the daemon gets to answer."""

@@ -216,6 +216,74 @@ def test_synchronize_timeout_holds_under_backpressure_with_frozen_daemon(
         client.close()
 
 
+def _freeze(pid):
+    """SIGSTOP, then waits until every thread of ``pid`` has stopped: kill
+    returns before they do, and a running one may still answer."""
+    os.kill(pid, signal.SIGSTOP)
+
+    def stopped():
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/stat") as stat:
+                if stat.read().rpartition(")")[2].split()[0] != "T":
+                    return False
+        return True
+
+    wait_until(stopped, timeout=5, what="the daemon's threads to stop")
+
+
+def test_allocate_that_timed_out_is_freed_when_it_comes(private_daemon):
+    # Two of these do not fit the CPU device's default 1 GiB.
+    size = 640 << 20
+    with gpustream.connect(private_daemon.unix_target) as client:
+        with client.open_session() as session:
+            pid = private_daemon.process.pid
+            _freeze(pid)
+            try:
+                with pytest.raises(gpustream.Error) as error:
+                    session.allocate(size, timeout=0.3)
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            assert error.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+            # Made once thawed, then freed: the memory comes back (on the
+            # device's cleanup thread, so not at once).
+            again = []
+
+            def allocated():
+                try:
+                    again.append(session.allocate(size, timeout=10))
+                    return True
+                except gpustream.Error:
+                    return False
+
+            wait_until(allocated, timeout=20, what="the memory back")
+            # Nothing about the late allocation or its free is reported.
+            session.default_queue.synchronize(timeout=10)
+
+
+def test_enqueue_timeout_gives_up_while_the_daemon_does_not_read(
+        private_daemon):
+    with gpustream.connect(private_daemon.unix_target) as client:
+        with client.open_session(enqueue_timeout=0.3) as session:
+            buf = session.allocate(1 << 20)
+            q = session.create_queue()
+            q.synchronize(timeout=10)
+            pid = private_daemon.process.pid
+            _freeze(pid)
+            mib = b"x" * (1 << 20)
+            try:
+                with pytest.raises(gpustream.Error) as error:
+                    for _ in range(512):  # Past the client's 64 MiB bound.
+                        q.write(buf, mib)
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            assert error.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+            assert "back-pressure" in error.value.message
+            # Nothing of the refused write was sent; the rest arrives.
+            q.synchronize(timeout=60)
+            q.fill(buf, 0x61616161, size=4)
+            assert q.read(buf, size=4, timeout=30) == b"aaaa"
+
+
 def _swallow(fn):
     try:
         fn()

@@ -229,6 +229,24 @@ def test_flag_wait_timeout(session):
     assert code == grpc.StatusCode.DEADLINE_EXCEEDED
 
 
+def test_read_timeout_gives_up_and_the_queue_goes_on(session):
+    buf = session.allocate(8)
+    q = session.create_queue()
+    gate = session.create_flag()
+    q.fill(buf, 0x07070707)
+    q.wait_for_host_value(gate, 1)
+    start = time.monotonic()
+    code, _ = code_of(q.read, buf, timeout=0.2)
+    took = time.monotonic() - start
+    assert code == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert 0.2 <= took < 5
+    # The copy stays enqueued; its bytes go nowhere, the next read gets its
+    # own.
+    gate.signal(1)
+    assert q.read(buf, timeout=30) == b"\x07" * 8
+    q.synchronize(timeout=30)
+
+
 def test_allocate_errors_are_raised_at_allocate(session):
     code, message = code_of(session.allocate, 1 << 50)
     assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
