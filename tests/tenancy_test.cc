@@ -419,6 +419,99 @@ TEST_P(TenancyTest, QueuesDestroyedWhileParkedAreBoundedAndCostNoThreads) {
   }));
 }
 
+// A host wait that times out leaves nothing behind: its watch on the event
+// or queue and its pending-wait charge (8192 a tenant) go with the timeout,
+// not when the awaited work completes (never, here).
+TEST_P(TenancyTest, TimedOutSynchronizesLeaveNoWatchBehind) {
+  const v1::OpenSessionResponse alice = Open("alice");
+  ASSERT_NO_FATAL_FAILURE(Gate(alice, "alice"));  // Flag 1, never signalled.
+  v1::CreateEventRequest create;
+  create.set_session_id(alice.session_id());
+  create.set_id(2);
+  v1::CreateEventResponse created;
+  ASSERT_TRUE(stub_->CreateEvent(As("alice").get(), create, &created).ok());
+  v1::RecordEventRequest record;  // Behind the gate: never completes.
+  record.set_session_id(alice.session_id());
+  record.set_queue_id(alice.default_queue_id());
+  record.set_event_id(2);
+  v1::RecordEventResponse recorded;
+  ASSERT_TRUE(stub_->RecordEvent(As("alice").get(), record, &recorded).ok());
+
+  // More timed-out waits than the tenant may have pending at once, half on
+  // the event and half on the gated queue, a window of them in flight.
+  constexpr int kWaits = 9000;
+  constexpr int kWindow = 256;
+  struct Call {
+    std::unique_ptr<grpc::ClientContext> ctx;
+    grpc::Status status;
+    v1::SynchronizeEventResponse event_resp;
+    v1::SynchronizeQueueResponse queue_resp;
+    std::unique_ptr<
+        grpc::ClientAsyncResponseReader<v1::SynchronizeEventResponse>>
+        event_call;
+    std::unique_ptr<
+        grpc::ClientAsyncResponseReader<v1::SynchronizeQueueResponse>>
+        queue_call;
+  };
+  grpc::CompletionQueue cq;
+  std::vector<Call> calls(kWaits);
+  int started = 0, finished = 0, timed_out = 0;
+  auto start = [&](int i) {
+    Call& c = calls[i];
+    c.ctx = As("alice");
+    if (i % 2 == 0) {
+      v1::SynchronizeEventRequest req;
+      req.set_session_id(alice.session_id());
+      req.set_event_id(2);
+      req.set_timeout_ms(1);
+      c.event_call = stub_->AsyncSynchronizeEvent(c.ctx.get(), req, &cq);
+      c.event_call->Finish(&c.event_resp, &c.status,
+                           reinterpret_cast<void*>(intptr_t{i}));
+    } else {
+      v1::SynchronizeQueueRequest req;
+      req.set_session_id(alice.session_id());
+      req.set_queue_id(alice.default_queue_id());
+      req.set_timeout_ms(1);
+      c.queue_call = stub_->AsyncSynchronizeQueue(c.ctx.get(), req, &cq);
+      c.queue_call->Finish(&c.queue_resp, &c.status,
+                           reinterpret_cast<void*>(intptr_t{i}));
+    }
+  };
+  while (started < std::min(kWindow, kWaits)) start(started++);
+  void* tag;
+  bool ok;
+  while (finished < kWaits && cq.Next(&tag, &ok)) {
+    Call& c = calls[reinterpret_cast<intptr_t>(tag)];
+    ++finished;
+    timed_out += c.status.error_code() == StatusCode::DEADLINE_EXCEEDED;
+    ASSERT_EQ(c.status.error_code(), StatusCode::DEADLINE_EXCEEDED)
+        << "wait " << reinterpret_cast<intptr_t>(tag) << ": "
+        << c.status.error_message();
+    c = Call();  // Its memory goes now, not at the end.
+    if (started < kWaits) start(started++);
+  }
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  EXPECT_EQ(timed_out, kWaits);
+  // Still room to wait: each timeout gave its charge back.
+  v1::SynchronizeEventRequest more;
+  more.set_session_id(alice.session_id());
+  more.set_event_id(2);
+  more.set_timeout_ms(1);
+  v1::SynchronizeEventResponse resp;
+  const grpc::Status again =
+      stub_->SynchronizeEvent(As("alice").get(), more, &resp);
+  EXPECT_EQ(again.error_code(), StatusCode::DEADLINE_EXCEEDED)
+      << again.error_message();
+  // And the gate still opens: the record completes, a wait returns OK.
+  Ungate(alice, "alice", 1);
+  more.set_timeout_ms(20000);
+  const grpc::Status done =
+      stub_->SynchronizeEvent(As("alice").get(), more, &resp);
+  EXPECT_TRUE(done.ok()) << done.error_message();
+}
+
 TEST_P(TenancyTest, SessionQueueAndMemoryQuotas) {
   const v1::OpenSessionResponse carol = Open("carol");
   v1::OpenSessionResponse second;

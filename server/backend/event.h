@@ -2,9 +2,12 @@
 #ifndef GPUSTREAM_SERVER_BACKEND_EVENT_H_
 #define GPUSTREAM_SERVER_BACKEND_EVENT_H_
 
+#include <memory>
+
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "server/backend/watch.h"
 
 namespace gpustream::backend {
 
@@ -21,8 +24,10 @@ class Event {
   virtual bool IsComplete() = 0;
 
   // Calls `done` once the point recorded so far has completed: at once, on
-  // the caller's thread, if it already has; else on a backend thread.
-  virtual void OnComplete(absl::AnyInvocable<void()> done) = 0;
+  // the caller's thread, if it already has (then null is returned); else
+  // on a backend thread, unless the returned watch is cancelled first.
+  virtual std::shared_ptr<Watch> OnComplete(
+      absl::AnyInvocable<void()> done) = 0;
 
   // Milliseconds from `start` to this event. FAILED_PRECONDITION unless both
   // are complete and record timing.

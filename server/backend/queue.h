@@ -16,6 +16,7 @@
 #include "server/backend/flag.h"
 #include "server/backend/module.h"
 #include "server/backend/types.h"
+#include "server/backend/watch.h"
 
 namespace gpustream::backend {
 
@@ -115,8 +116,9 @@ class Queue {
 
   // Calls `done` with the sticky status once all work enqueued so far has
   // completed (or been dropped by Cancel): at once, on this thread, when the
-  // queue is already idle; else on a backend thread.
-  virtual void OnIdle(Done done) = 0;
+  // queue is already idle (then null is returned); else on a backend
+  // thread, unless the returned watch is cancelled first.
+  virtual std::shared_ptr<Watch> OnIdle(Done done) = 0;
 
   // Teardown: the queue takes no more work; work still held in the daemon
   // is dropped (its callbacks get `reason`), and `reason` becomes the sticky

@@ -75,7 +75,9 @@ class GraphRecorder final : public backend::Queue {
   absl::Status LaunchGraph(std::shared_ptr<const backend::Graph> graph,
                            std::shared_ptr<backend::Event> done) override;
 
-  void OnIdle(Done done) override { queue_->OnIdle(std::move(done)); }
+  std::shared_ptr<backend::Watch> OnIdle(Done done) override {
+    return queue_->OnIdle(std::move(done));
+  }
   void Cancel(const absl::Status& reason) override { queue_->Cancel(reason); }
   bool IsIdle() override { return queue_->IsIdle(); }
   uint64_t inflight_commands() override { return queue_->inflight_commands(); }

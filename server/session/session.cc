@@ -363,9 +363,13 @@ void Session::SynchronizeQueue(const v1::SynchronizeQueueRequest& req,
     return;
   }
   auto timed = std::make_shared<TimedDone>(std::move(done), ctx_.timer);
-  TimedDone::Arm(timed, req.timeout_ms(), QueueName(req.queue_id()), nullptr);
-  (*queue)->OnIdle([timed, charge = *std::move(charge)](absl::Status s) {
-    timed->Finish(std::move(s));
+  std::shared_ptr<backend::Watch> watch =
+      (*queue)->OnIdle([timed, charge = *std::move(charge)](absl::Status s) {
+        timed->Finish(std::move(s));
+      });
+  // As SynchronizeEvent: a timeout leaves no watch (and no charge) behind.
+  TimedDone::Arm(timed, req.timeout_ms(), QueueName(req.queue_id()), [watch] {
+    if (watch != nullptr) watch->Cancel();
   });
 }
 
@@ -461,13 +465,20 @@ void Session::SynchronizeEvent(const v1::SynchronizeEventRequest& req,
     timed->Finish(ClosedReason());
     return;
   }
-  TimedDone::Arm(timed, req.timeout_ms(),
-                 absl::StrCat("event_id ", req.event_id()), nullptr);
-  (*event)->OnComplete(
+  std::shared_ptr<backend::Watch> watch = (*event)->OnComplete(
       [timed, parked_calls = parked_, parked, charge = *std::move(charge)] {
         parked_calls->Unpark(parked);
         timed->Finish(absl::OkStatus());
       });
+  // Armed once watched (a no-op if it finished already). Timed out, the
+  // call leaves nothing behind: the watch and its host-wait charge go, and
+  // the backend forgets the watch unrun.
+  TimedDone::Arm(timed, req.timeout_ms(),
+                 absl::StrCat("event_id ", req.event_id()),
+                 [watch, parked_calls = parked_, parked] {
+                   parked_calls->Unpark(parked);
+                   if (watch != nullptr) watch->Cancel();
+                 });
 }
 
 absl::Status Session::QueryEvent(const v1::QueryEventRequest& req,

@@ -120,8 +120,7 @@ void Tenant::ReleaseGraph() { graphs_.fetch_sub(1); }
 absl::Status Tenant::ReserveWait() {
   return Charge<uint32_t>(waits_, 1, kMaxPendingWaits, name_,
                           "limit of pending waits (synchronize and WaitFlag "
-                          "calls whose work has not completed, timed out or "
-                          "not)",
+                          "calls not yet answered)",
                           " waits");
 }
 void Tenant::ReleaseWait() { waits_.fetch_sub(1); }

@@ -77,9 +77,9 @@ class Tenant {
   absl::Status ReserveGraph();
   void ReleaseGraph();
   // Host-side waits the daemon holds for the tenant's calls (synchronize,
-  // WaitFlag) until their work completes: a call that timed out or was
-  // abandoned keeps its watch until then, so their number is bounded
-  // (kMaxPendingWaits).
+  // WaitFlag) until they are answered (their work completed, or they timed
+  // out: a timeout drops the watch). A call whose client went away keeps
+  // its watch until then, so their number is bounded (kMaxPendingWaits).
   absl::Status ReserveWait();
   void ReleaseWait();
   static constexpr uint32_t kMaxPendingWaits = 8192;

@@ -13,25 +13,29 @@ bool CpuEventPoint::IsComplete() {
 }
 
 void CpuEventPoint::Complete() {
-  std::vector<absl::AnyInvocable<void()>> ready;
+  std::vector<std::shared_ptr<WatchFor<>>> ready;
   {
     absl::MutexLock lock(&mu_);
     complete_ = true;
     completed_at_ = absl::Now();
     ready.swap(waiters_);
   }
-  for (auto& fn : ready) fn();
+  for (auto& watch : ready) watch->Run();
 }
 
-void CpuEventPoint::OnComplete(absl::AnyInvocable<void()> done) {
+std::shared_ptr<Watch> CpuEventPoint::OnComplete(
+    absl::AnyInvocable<void()> done) {
   {
     absl::MutexLock lock(&mu_);
     if (!complete_) {
-      waiters_.push_back(std::move(done));
-      return;
+      SweepCancelled(waiters_, swept_size_, [](auto& w) { return w.get(); });
+      auto watch = std::make_shared<WatchFor<>>(std::move(done));
+      waiters_.push_back(watch);
+      return watch;
     }
   }
   done();
+  return nullptr;
 }
 
 absl::Time CpuEventPoint::completed_at() {
@@ -56,13 +60,13 @@ bool CpuEvent::IsComplete() {
   return point == nullptr || point->IsComplete();
 }
 
-void CpuEvent::OnComplete(absl::AnyInvocable<void()> done) {
+std::shared_ptr<Watch> CpuEvent::OnComplete(absl::AnyInvocable<void()> done) {
   std::shared_ptr<CpuEventPoint> point = Latest();
   if (point == nullptr) {
     done();
-    return;
+    return nullptr;
   }
-  point->OnComplete(std::move(done));
+  return point->OnComplete(std::move(done));
 }
 
 absl::StatusOr<float> CpuEvent::ElapsedMillisSince(Event& start_event) {

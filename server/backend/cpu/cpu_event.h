@@ -21,10 +21,11 @@ class CpuEventPoint {
   bool IsComplete();
   // Called by the recording queue when it reaches (or drops) the record.
   void Complete();
-  // `done` runs at once, on this thread, if complete; else on the thread
-  // that completes the point. It must be quick (queues parked on the point
-  // only become runnable).
-  void OnComplete(absl::AnyInvocable<void()> done);
+  // `done` runs at once, on this thread, if complete (null is returned);
+  // else on the thread that completes the point, unless the watch is
+  // cancelled first. It must be quick (queues parked on the point only
+  // become runnable).
+  std::shared_ptr<Watch> OnComplete(absl::AnyInvocable<void()> done);
   // The completion time; valid once complete.
   absl::Time completed_at();
 
@@ -32,7 +33,8 @@ class CpuEventPoint {
   absl::Mutex mu_;
   bool complete_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time completed_at_ ABSL_GUARDED_BY(mu_);
-  std::vector<absl::AnyInvocable<void()>> waiters_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<WatchFor<>>> waiters_ ABSL_GUARDED_BY(mu_);
+  size_t swept_size_ ABSL_GUARDED_BY(mu_) = 0;  // SweepCancelled's mark.
 };
 
 class CpuEvent : public Event {
@@ -41,7 +43,7 @@ class CpuEvent : public Event {
 
   bool timing_enabled() const override { return timing_; }
   bool IsComplete() override;
-  void OnComplete(absl::AnyInvocable<void()> done) override;
+  std::shared_ptr<Watch> OnComplete(absl::AnyInvocable<void()> done) override;
   absl::StatusOr<float> ElapsedMillisSince(Event& start) override;
 
   // RecordEvent, at enqueue time: a new point becomes the latest.

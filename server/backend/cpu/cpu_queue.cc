@@ -34,7 +34,7 @@ CpuQueueCore::~CpuQueueCore() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   const absl::Status gone =
       absl::UnavailableError("CPU queue destroyed with work pending");
   DropOps(left, gone);
-  for (IdleWaiter& w : idle_waiters_) w.done(error_.ok() ? gone : error_);
+  for (IdleWaiter& w : idle_waiters_) w.watch->Run(error_.ok() ? gone : error_);
   scheduler_->Remove(entry_);
 }
 
@@ -96,7 +96,7 @@ void CpuQueueCore::SettleLocked(Deferred* out) {
   if (delivering_ == 0) {
     while (!idle_waiters_.empty() &&
            idle_waiters_.front().after < first_unfinished) {
-      out->idle.emplace_back(std::move(idle_waiters_.front().done), error_);
+      out->idle.emplace_back(std::move(idle_waiters_.front().watch), error_);
       idle_waiters_.pop_front();
     }
   }
@@ -104,7 +104,7 @@ void CpuQueueCore::SettleLocked(Deferred* out) {
 }
 
 void CpuQueueCore::RunDeferred(Deferred& d) {
-  for (auto& [done, status] : d.idle) done(status);
+  for (auto& [watch, status] : d.idle) watch->Run(status);
   d.idle.clear();
   // d.release goes with d, after everything else the caller did.
 }
@@ -398,17 +398,21 @@ absl::Status CpuQueueCore::RunStoppable(LaunchSlot& slot,
   return status;
 }
 
-void CpuQueueCore::OnIdle(Queue::Done done) {
+std::shared_ptr<Watch> CpuQueueCore::OnIdle(Queue::Done done) {
   absl::Status status;
   {
     absl::MutexLock lock(&mu_);
     if (!IdleLocked()) {
-      idle_waiters_.push_back({next_seq_, std::move(done)});
-      return;
+      SweepCancelled(idle_waiters_, idle_swept_size_,
+                     [](IdleWaiter& w) { return w.watch.get(); });
+      auto watch = std::make_shared<WatchFor<absl::Status>>(std::move(done));
+      idle_waiters_.push_back({next_seq_, watch});
+      return watch;
     }
     status = error_;
   }
   done(status);
+  return nullptr;
 }
 
 void CpuQueueCore::Cancel(const absl::Status& reason_in) {

@@ -105,7 +105,7 @@ class CpuQueueCore final : public CpuScheduler::Task,
   void EnqueueBatch(std::vector<CpuOp> ops);
   // Queue::OnIdle: `done` fires once every op enqueued so far has run or
   // been dropped and dropped ops' callbacks have been delivered.
-  void OnIdle(Queue::Done done);
+  std::shared_ptr<Watch> OnIdle(Queue::Done done);
   // Queue::Cancel. Never waits: the ops not yet run are taken off the
   // queue and dropped on the cleanup thread (their callbacks get `reason`;
   // records still complete), a parked wait is dropped with them, and a
@@ -138,12 +138,14 @@ class CpuQueueCore final : public CpuScheduler::Task,
  private:
   struct IdleWaiter {
     uint64_t after;  // Fires once every op up to this seq is done.
-    Queue::Done done;
+    std::shared_ptr<WatchFor<absl::Status>> watch;
   };
   // What to do once the lock is released: callbacks, the self-reference
   // to let go (declared first in callers' frames, so it goes last).
   struct Deferred {
-    std::vector<std::pair<Queue::Done, absl::Status>> idle;
+    std::vector<
+        std::pair<std::shared_ptr<WatchFor<absl::Status>>, absl::Status>>
+        idle;
     std::shared_ptr<CpuQueueCore> release;
   };
 
@@ -224,6 +226,7 @@ class CpuQueueCore final : public CpuScheduler::Task,
   // Batches of dropped ops whose callbacks are being delivered.
   int delivering_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<IdleWaiter> idle_waiters_ ABSL_GUARDED_BY(mu_);
+  size_t idle_swept_size_ ABSL_GUARDED_BY(mu_) = 0;  // SweepCancelled's.
   bool retired_ ABSL_GUARDED_BY(mu_) = false;
   std::shared_ptr<CpuQueueCore> self_ ABSL_GUARDED_BY(mu_);
 };
@@ -261,7 +264,9 @@ class CpuQueue : public Queue {
   // cpu_graph.cc: runs of commands between waits become one resumable op.
   absl::Status LaunchGraph(std::shared_ptr<const Graph> graph,
                            std::shared_ptr<Event> done) override;
-  void OnIdle(Done done) override { core_->OnIdle(std::move(done)); }
+  std::shared_ptr<Watch> OnIdle(Done done) override {
+    return core_->OnIdle(std::move(done));
+  }
   void Cancel(const absl::Status& reason) override { core_->Cancel(reason); }
   bool IsIdle() override { return core_->IsIdle(); }
   uint64_t inflight_commands() override { return core_->inflight_commands(); }

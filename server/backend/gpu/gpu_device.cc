@@ -98,7 +98,7 @@ GpuDevice::~GpuDevice() {
       absl::StrCat("the ", traits().display_name, " device is shutting down"));
   for (auto& core : stuck) core->Fail(shutdown);
   stuck.clear();
-  for (auto& w : watches) w.done();
+  for (auto& w : watches) w.watch->Run();
   watches.clear();
   // Then the releases those posted, and no more cleanup thread.
   cleanup_->Shutdown();
@@ -287,7 +287,7 @@ void GpuDevice::Fail(absl::Status status) {
   dispatcher_->Post([this, queues = std::move(queues),
                      watches = std::move(watches), status]() mutable {
     FailQueues(queues, status);
-    for (auto& w : watches) w.done();
+    for (auto& w : watches) w.watch->Run();
     DeviceFailure failure{status, {}};
     {
       absl::MutexLock lock(&mu_);
@@ -411,17 +411,19 @@ void GpuDevice::Track(std::shared_ptr<GpuQueueCore> core) {
   dispatcher_->Wake();  // It may be asleep with nothing to poll.
 }
 
-void GpuDevice::WatchEvent(std::shared_ptr<GpuEventPoint> point,
-                           absl::AnyInvocable<void()> done) {
+std::shared_ptr<Watch> GpuDevice::WatchEvent(
+    std::shared_ptr<GpuEventPoint> point, absl::AnyInvocable<void()> done) {
   {
     absl::MutexLock lock(&mu_);
     if (!failed()) {
-      event_watches_.push_back({std::move(point), std::move(done)});
+      auto watch = std::make_shared<WatchFor<>>(std::move(done));
+      event_watches_.push_back({std::move(point), watch});
       dispatcher_->Wake();
-      return;
+      return watch;
     }
   }
   done();
+  return nullptr;
 }
 
 absl::Duration GpuDevice::Tick() {
@@ -454,8 +456,9 @@ absl::Duration GpuDevice::Tick() {
   }
   std::vector<EventWatch> still_watching;
   for (auto& w : watches) {
+    if (w.watch->cancelled()) continue;  // Dropped unasked.
     if (PointComplete(*this, *w.point)) {
-      w.done();
+      w.watch->Run();
     } else {
       still_watching.push_back(std::move(w));
     }
@@ -477,7 +480,7 @@ absl::Duration GpuDevice::Tick() {
   // The device failed while these were out of the lists Fail() empties.
   const absl::Status status = failure();
   FailQueues(queues, status);
-  for (auto& w : still_watching) w.done();
+  for (auto& w : still_watching) w.watch->Run();
   return absl::InfiniteDuration();
 }
 

@@ -193,8 +193,9 @@ class GpuDevice : public Device {
   // Queues with work in flight or held, polled by the dispatcher.
   void Track(std::shared_ptr<GpuQueueCore> core);
   // Host-side waits for an event record, polled by the dispatcher.
-  void WatchEvent(std::shared_ptr<GpuEventPoint> point,
-                  absl::AnyInvocable<void()> done);
+  // Null when `done` ran at once (the device failed).
+  std::shared_ptr<Watch> WatchEvent(std::shared_ptr<GpuEventPoint> point,
+                                    absl::AnyInvocable<void()> done);
 
  private:
   GpuDevice(std::shared_ptr<const GpuDriver> driver, int ordinal,
@@ -285,7 +286,7 @@ class GpuDevice : public Device {
       ABSL_GUARDED_BY(mu_);
   struct EventWatch {
     std::shared_ptr<GpuEventPoint> point;
-    absl::AnyInvocable<void()> done;
+    std::shared_ptr<WatchFor<>> watch;
   };
   std::vector<EventWatch> event_watches_ ABSL_GUARDED_BY(mu_);
 

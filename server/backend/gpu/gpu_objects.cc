@@ -77,13 +77,13 @@ bool GpuEvent::IsComplete() {
   return point == nullptr || PointComplete(*device_, *point);
 }
 
-void GpuEvent::OnComplete(absl::AnyInvocable<void()> done) {
+std::shared_ptr<Watch> GpuEvent::OnComplete(absl::AnyInvocable<void()> done) {
   std::shared_ptr<GpuEventPoint> point = Latest();
   if (point == nullptr || PointComplete(*device_, *point)) {
     done();
-    return;
+    return nullptr;
   }
-  device_->WatchEvent(std::move(point), std::move(done));
+  return device_->WatchEvent(std::move(point), std::move(done));
 }
 
 absl::StatusOr<float> GpuEvent::ElapsedMillisSince(Event& start_event) {

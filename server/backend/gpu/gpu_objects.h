@@ -84,7 +84,7 @@ class GpuEvent : public Event {
   GpuEvent(GpuDevice* device, bool timing) : device_(device), timing_(timing) {}
   bool timing_enabled() const override { return timing_; }
   bool IsComplete() override;
-  void OnComplete(absl::AnyInvocable<void()> done) override;
+  std::shared_ptr<Watch> OnComplete(absl::AnyInvocable<void()> done) override;
   absl::StatusOr<float> ElapsedMillisSince(Event& start) override;
 
   absl::StatusOr<std::shared_ptr<GpuEventPoint>> NewRecord();

@@ -127,7 +127,7 @@ class GpuQueueCore : public std::enable_shared_from_this<GpuQueueCore>,
   // Issues `op` now if the stream has room and nothing is held before it,
   // else holds it. A sticky queue completes it at once with the error.
   absl::Status Submit(Op op);
-  void OnIdle(absl::AnyInvocable<void(absl::Status)> done);
+  std::shared_ptr<Watch> OnIdle(absl::AnyInvocable<void(absl::Status)> done);
   void Cancel(const absl::Status& reason);
   // The device failed: everything completes with `status`.
   // Returns whether a kernel of the queue was issued and not completed:
@@ -305,7 +305,9 @@ class GpuQueue : public Queue {
   // driver has them (gpu_graph.cc); the rest one by one.
   absl::Status LaunchGraph(std::shared_ptr<const Graph> graph,
                            std::shared_ptr<Event> done) override;
-  void OnIdle(Done done) override { core_->OnIdle(std::move(done)); }
+  std::shared_ptr<Watch> OnIdle(Done done) override {
+    return core_->OnIdle(std::move(done));
+  }
   void Cancel(const absl::Status& reason) override { core_->Cancel(reason); }
   bool IsIdle() override { return core_->IsIdle(); }
   uint64_t inflight_commands() override { return core_->inflight_commands(); }

@@ -303,7 +303,8 @@ void GpuQueueCore::StickLocked(const absl::Status& status, Callbacks* out) {
   }
 }
 
-void GpuQueueCore::OnIdle(absl::AnyInvocable<void(absl::Status)> done) {
+std::shared_ptr<Watch> GpuQueueCore::OnIdle(
+    absl::AnyInvocable<void(absl::Status)> done) {
   bool idle;
   {
     absl::MutexLock lock(&mu_);
@@ -311,20 +312,21 @@ void GpuQueueCore::OnIdle(absl::AnyInvocable<void(absl::Status)> done) {
   }
   if (idle) {
     done(error());
-    return;
+    return nullptr;
   }
-  // A no-op behind everything enqueued so far, marked at once.
-  auto shared =
-      std::make_shared<absl::AnyInvocable<void(absl::Status)>>(std::move(done));
+  // A no-op behind everything enqueued so far, marked at once. Cancelled,
+  // the op stays in line (a few dozen bytes) without the callback.
+  auto watch = std::make_shared<WatchFor<absl::Status>>(std::move(done));
   Op op;
   op.issue = [](GpuQueueCore&) { return absl::OkStatus(); };
-  op.done = [self = shared_from_this(), shared](absl::Status s) {
+  op.done = [self = shared_from_this(), watch](absl::Status s) {
     // Work that completed before a sticky error still reports it.
-    (*shared)(s.ok() ? self->error() : s);
+    watch->Run(s.ok() ? self->error() : s);
   };
   op.prompt = true;
   op.counted = false;  // Not a command of the client's.
-  if (absl::Status s = Submit(std::move(op)); !s.ok()) (*shared)(s);
+  if (absl::Status s = Submit(std::move(op)); !s.ok()) watch->Run(s);
+  return watch;
 }
 
 void GpuQueueCore::Cancel(const absl::Status& reason) {
