@@ -52,7 +52,7 @@ class Handle {
  private:
   void Release() {
     if (core_ != nullptr && destroy_ != nullptr) {
-      core_->Enqueue([this](v1::Command& c) { destroy_(c, id_); });
+      core_->EnqueueRelease([this](v1::Command& c) { destroy_(c, id_); });
     }
     core_.reset();
   }

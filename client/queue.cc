@@ -91,6 +91,7 @@ void Queue::Send(const absl::Status& check,
 }
 
 Event Queue::record_event(bool enable_timing) {
+  SessionCore::Group group(core());  // Created and recorded, or neither.
   const uint64_t event_id = core().MintId();
   core().Enqueue([&](v1::Command& c) {
     auto* create = c.mutable_create_event();
@@ -157,6 +158,17 @@ void Queue::enqueue_host_func(std::function<void()> fn) {
          [&](v1::Command& c) {
            c.mutable_enqueue_host_func()->set_queue_id(id());
          });
+    return;
+  }
+  // Its commands go whole or not at all: a refused piece of the protocol
+  // could leave the queue waiting for a ticket nobody writes.
+  SessionCore::Group group(core());
+  if (!group.status().ok()) {
+    core().Reject(
+        [&](v1::Command& c) {
+          c.mutable_enqueue_host_func()->set_queue_id(id());
+        },
+        group.status());
     return;
   }
   if (!host_flag_.valid()) {
@@ -285,10 +297,12 @@ void Queue::write(const Buffer& dst, uint64_t offset, absl::string_view bytes) {
   }
   // Pieces keep every request within the batch bound; they run in order on
   // the queue, so together they are the one copy asked for.
+  // A piece refused (no room within enqueue_timeout) ends the write: the
+  // rest is refused with it rather than sent with a hole before it.
   do {
     const absl::string_view piece =
         bytes.substr(0, SessionCore::kMaxWritePiece);
-    core().Enqueue([&](v1::Command& c) {
+    const bool sent = core().Enqueue([&](v1::Command& c) {
       auto* write = c.mutable_write_buffer();
       write->set_queue_id(id());
       write->set_buffer_id(dst.id());
@@ -297,6 +311,19 @@ void Queue::write(const Buffer& dst, uint64_t offset, absl::string_view bytes) {
     });
     offset += piece.size();
     bytes.remove_prefix(piece.size());
+    if (!sent && !bytes.empty()) {
+      core().Reject(
+          [&](v1::Command& c) {
+            auto* write = c.mutable_write_buffer();
+            write->set_queue_id(id());
+            write->set_buffer_id(dst.id());
+            write->set_offset(offset);
+          },
+          absl::CancelledError(
+              absl::StrCat("the rest of a write (", bytes.size(),
+                           " bytes) not sent: an earlier piece was not")));
+      return;
+    }
   } while (!bytes.empty());
 }
 

@@ -65,12 +65,34 @@ SessionCore::SessionCore(std::shared_ptr<grpc::Channel> channel,
 
 SessionCore::~SessionCore() { (void)Close(); }
 
-uint64_t SessionCore::Enqueue(absl::FunctionRef<void(v1::Command&)> fill) {
+namespace {
+// The group the calling thread has open (SessionCore::Group), if any.
+thread_local const SessionCore::Group* current_group = nullptr;
+}  // namespace
+
+SessionCore::Group::Group(SessionCore& core) : core_(core) {
+  {
+    absl::MutexLock lock(&core_.mu_);
+    status_ = core_.WaitForRoomLocked(absl::InfiniteFuture());
+  }
+  current_group = this;
+}
+
+SessionCore::Group::~Group() { current_group = nullptr; }
+
+bool SessionCore::Enqueue(absl::FunctionRef<void(v1::Command&)> fill) {
   v1::Command command;
   fill(command);
   // A dropped command's failure is the stream's or the closed session's,
-  // which every later call reports.
-  return Push(std::move(command), nullptr, Answer::kAck).value_or(0);
+  // which every later call reports; a refused one is filed.
+  return Push(std::move(command), nullptr, Answer::kAck).ok();
+}
+
+void SessionCore::EnqueueRelease(absl::FunctionRef<void(v1::Command&)> fill) {
+  v1::Command command;
+  fill(command);
+  (void)Push(std::move(command), nullptr, Answer::kAck, {},
+             /*may_block=*/false);
 }
 
 void SessionCore::Reject(absl::FunctionRef<void(v1::Command&)> fill,
@@ -113,14 +135,14 @@ void SessionCore::DestroyQueue(uint64_t queue_id,
                                std::vector<uint64_t> flags_after) {
   v1::Command command;
   command.mutable_destroy_queue()->set_queue_id(queue_id);
-  (void)Push(std::move(command), nullptr, Answer::kAck, std::move(flags_after));
+  // A release: never refused for lack of room.
+  (void)Push(std::move(command), nullptr, Answer::kAck, std::move(flags_after),
+             /*may_block=*/false);
 }
 
-absl::StatusOr<uint64_t> SessionCore::Push(v1::Command command,
-                                           std::shared_ptr<Waiter> waiter,
-                                           Answer answer,
-                                           std::vector<uint64_t> flags_after,
-                                           bool may_block) {
+absl::StatusOr<uint64_t> SessionCore::Push(
+    v1::Command command, std::shared_ptr<Waiter> waiter, Answer answer,
+    std::vector<uint64_t> flags_after, bool may_block, absl::Time deadline) {
   const size_t bytes = command.ByteSizeLong() + kCommandFraming;
   CommandRecord record;
   if (waiter == nullptr) {
@@ -135,27 +157,20 @@ absl::StatusOr<uint64_t> SessionCore::Push(v1::Command command,
     const absl::Status refused = absl::InvalidArgumentError(absl::StrCat(
         "the command is ", bytes, " bytes; one request carries at most ",
         kMaxBatchBytes - request_bytes, " bytes of commands"));
-    if (waiter != nullptr) return refused;
-    return FileRejection(std::move(record), refused);
+    if (waiter == nullptr) FileRejection(std::move(record), refused);
+    return refused;
   }
 
   absl::MutexLock lock(&mu_);
-  const absl::Time give_up = enqueue_timeout_ == absl::ZeroDuration()
-                                 ? absl::InfiniteFuture()
-                                 : absl::Now() + enqueue_timeout_;
-  while (may_block && pending_bytes_ >= kMaxPendingBytes &&
-         stream_error_.ok() && !writer_done_ && !closed_) {
-    if (space_cv_.WaitWithDeadline(&mu_, give_up) &&
-        pending_bytes_ >= kMaxPendingBytes && RefusalLocked().ok()) {
-      const absl::Status late = absl::DeadlineExceededError(
-          absl::StrCat("not sent: the enqueue waited ",
-                       absl::FormatDuration(enqueue_timeout_),
-                       " (SessionOptions.enqueue_timeout) for room, with ",
-                       pending_bytes_, " bytes of commands of session ",
-                       public_id_, " unsent (the daemon is not reading them)"));
-      if (waiter != nullptr) return late;
-      return FileRejectionLocked(std::move(record), late);
-    }
+  absl::Status late;
+  if (current_group != nullptr && &current_group->core_ == this) {
+    late = current_group->status();  // It waited for room, once.
+  } else if (may_block) {
+    late = WaitForRoomLocked(deadline);
+  }
+  if (!late.ok()) {
+    if (waiter == nullptr) FileRejectionLocked(std::move(record), late);
+    return late;
   }
   if (absl::Status refused = RefusalLocked(); !refused.ok()) return refused;
   const uint64_t seq = next_seq_++;
@@ -182,6 +197,25 @@ absl::StatusOr<uint64_t> SessionCore::Push(v1::Command command,
   pending_bytes_ += bytes;  // The writer takes a batch's `bytes` back off.
   work_cv_.Signal();
   return seq;
+}
+
+absl::Status SessionCore::WaitForRoomLocked(absl::Time deadline) {
+  if (enqueue_timeout_ > absl::ZeroDuration()) {
+    deadline = std::min(deadline, absl::Now() + enqueue_timeout_);
+  }
+  while (pending_bytes_ >= kMaxPendingBytes && stream_error_.ok() &&
+         !writer_done_ && !closed_) {
+    if (space_cv_.WaitWithDeadline(&mu_, deadline) &&
+        pending_bytes_ >= kMaxPendingBytes && RefusalLocked().ok()) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("not sent: no room came in time (the call's timeout or "
+                       "SessionOptions.enqueue_timeout ",
+                       absl::FormatDuration(enqueue_timeout_), "), with ",
+                       pending_bytes_, " bytes of commands of session ",
+                       public_id_, " unsent (the daemon is not reading them)"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 void SessionCore::WriteLoop() {
@@ -248,9 +282,11 @@ absl::StatusOr<v1::CommandResult> SessionCore::Call(
   if (command.has_read_buffer()) {
     waiter->read_size = command.read_buffer().size();
   }
-  absl::StatusOr<uint64_t> seq = Push(std::move(command), waiter, answer);
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::StatusOr<uint64_t> seq = Push(std::move(command), waiter, answer, {},
+                                      /*may_block=*/true, deadline);
   if (!seq.ok()) return seq.status();
-  if (!waiter->done.WaitForNotificationWithTimeout(timeout)) {
+  if (!waiter->done.WaitForNotificationWithDeadline(deadline)) {
     absl::MutexLock lock(&mu_);
     if (AbandonLocked(*seq)) {
       return absl::DeadlineExceededError(
@@ -274,10 +310,10 @@ void SessionCore::EnqueueUnheard(absl::FunctionRef<void(v1::Command&)> fill) {
 }
 
 bool SessionCore::AbandonLocked(uint64_t seq) {
-  ack_waiters_.erase(seq);
+  const bool ack = ack_waiters_.erase(seq) > 0;
   if (waiters_.erase(seq) == 0) return false;
   // Its answer may still come: it belongs to nobody now.
-  abandoned_.insert(seq);
+  abandoned_.emplace(seq, ack);
   return true;
 }
 
@@ -465,10 +501,12 @@ void SessionCore::ReadLoop() {
         acked.push_back(std::move(it->second));
       }
       ack_waiters_.erase(ack_waiters_.begin(), end);
-      // An abandoned kAck call that succeeded is settled here.
+      // An abandoned kAck call that succeeded is settled here; a read
+      // (covered by completed_seq before its data comes) waits for its
+      // result, so that a late failure is dropped too.
       for (auto it = abandoned_.begin();
-           it != abandoned_.end() && *it <= completed;) {
-        it = abandoned_.erase(it);
+           it != abandoned_.end() && it->first <= completed;) {
+        it = it->second ? abandoned_.erase(it) : std::next(it);
       }
       // Settled, except commands whose own result is still to come.
       for (auto it = unsettled_.begin();

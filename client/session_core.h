@@ -18,7 +18,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/btree_map.h"
-#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
@@ -91,9 +90,35 @@ class SessionCore {
   // A fresh id from the client range [1, 2^63).
   uint64_t MintId() { return next_id_.fetch_add(1); }
 
-  // Appends one command, filled in by `fill`, to the stream; returns its
-  // seq. After Close (or once the stream broke) the command is dropped.
-  uint64_t Enqueue(absl::FunctionRef<void(v1::Command&)> fill);
+  // Appends one command, filled in by `fill`, to the stream, waiting for
+  // room (at most the session's enqueue_timeout: past it the command is
+  // refused, reported like a rejection). Whether it was queued to be sent.
+  // After Close (or once the stream broke) the command is dropped.
+  bool Enqueue(absl::FunctionRef<void(v1::Command&)> fill);
+  // The same for a command that gives something back (a handle's destroy,
+  // a free): it never waits for room, so it is never refused for lack of
+  // it.
+  void EnqueueRelease(absl::FunctionRef<void(v1::Command&)> fill);
+
+  // While alive on the thread that made it, the commands that thread
+  // enqueues to `core` form one group: room is waited for once, here
+  // (honouring enqueue_timeout), and they never wait again, so a group
+  // (a host function's protocol, an event created and recorded) is sent
+  // whole or, past the timeout, refused whole. Groups do not nest.
+  class Group {
+   public:
+    explicit Group(SessionCore& core);
+    ~Group();
+    Group(const Group&) = delete;
+    Group& operator=(const Group&) = delete;
+    // OK, or why the group's commands are refused.
+    const absl::Status& status() const { return status_; }
+
+   private:
+    friend class SessionCore;
+    SessionCore& core_;
+    absl::Status status_;
+  };
   // Files `status` as the rejection of the command `fill` describes, which
   // is not sent (the client found it wrong); reported like a rejection by
   // the daemon.
@@ -190,13 +215,22 @@ class SessionCore {
   };
 
   // Adds a filled command to the pending batches; `waiter` (may be null) is
-  // registered for its seq first. Returns the seq, or the stream's error.
+  // registered for its seq first. Returns the seq; else the stream's error,
+  // or why it was refused (without a waiter, also filed as its rejection).
   // `may_block`: wait while kMaxPendingBytes are pending (false on the
   // reader thread, which must keep reading for them to drain).
+  // `deadline`: the caller's own bound on that wait (a call's timeout).
   absl::StatusOr<uint64_t> Push(v1::Command command,
                                 std::shared_ptr<Waiter> waiter, Answer answer,
                                 std::vector<uint64_t> flags_after = {},
-                                bool may_block = true);
+                                bool may_block = true,
+                                absl::Time deadline = absl::InfiniteFuture());
+  // Waits while kMaxPendingBytes are pending, until `deadline` or the
+  // session's enqueue_timeout from now, whichever is first; then
+  // DEADLINE_EXCEEDED. OK once there is room (or the stream cannot send:
+  // the caller's RefusalLocked says why).
+  absl::Status WaitForRoomLocked(absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops the waiter of `seq` (its answer, if it comes, is discarded);
   // false if it was already answered.
   bool AbandonLocked(uint64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -277,7 +311,9 @@ class SessionCore {
   absl::btree_map<uint64_t, CommandRecord> unsettled_ ABSL_GUARDED_BY(mu_);
   // Calls whose caller stopped waiting (a client-side timeout), until their
   // answer comes: it is dropped, never filed as another queue's error.
-  absl::btree_set<uint64_t> abandoned_ ABSL_GUARDED_BY(mu_);
+  // Seq -> whether it is acknowledged through completed_seq (kAck); a
+  // command with a result of its own (a read) stays until that result.
+  absl::btree_map<uint64_t, bool> abandoned_ ABSL_GUARDED_BY(mu_);
   absl::Status stream_error_ ABSL_GUARDED_BY(mu_);  // Set once broken.
 
   // Errors.

@@ -286,23 +286,27 @@ class SessionCore(HostFuncs):
 
     def enqueue(self, queue_id: Optional[int], op: str, detail: str,
                 fill: Callable[[Any], None], waiter: Optional[Waiter] = None,
-                ack: bool = True, deadline: Optional[float] = None) -> int:
-        """``prepare`` and ``submit`` of one command; returns its seq."""
+                ack: bool = True, deadline: Optional[float] = None,
+                wait_for_room: bool = True) -> int:
+        """``prepare`` and ``submit`` of one command; returns its seq.
+        Releases (a destroy, a free) pass ``wait_for_room=False``: they
+        are never refused for lack of room."""
         item = self.prepare(queue_id, op, detail, fill, waiter, ack)
-        self.submit((item,), deadline)
+        self.submit((item,), deadline, wait_for_room)
         return item.seq
 
     def call(self, queue_id: Optional[int], op: str, detail: str,
              fill: Callable[[Any], None], ack: bool = False,
              detached: bool = False, deadline: Optional[float] = None,
-             then: Optional[Callable[[], None]] = None) -> Waiter:
+             then: Optional[Callable[[], None]] = None,
+             wait_for_room: bool = True) -> Waiter:
         """Enqueues a command whose outcome the caller waits for; returns its
         ``Waiter``. ``detached``: nobody waits; a failure is reported like a
         pipelined command's. ``deadline`` bounds the wait for back-pressure
         room; ``then`` runs once the daemon has answered (see ``Waiter``)."""
         waiter = Waiter(queue_id, op, detail, detached=detached, then=then)
         self.enqueue(queue_id, op, detail, fill, waiter=waiter, ack=ack,
-                     deadline=deadline)
+                     deadline=deadline, wait_for_room=wait_for_room)
         return waiter
 
     # ------------------------------------------------------------------

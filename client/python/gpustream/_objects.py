@@ -157,7 +157,7 @@ class SessionObject:
         if self._core.closed:
             return
         self._core.enqueue(None, self._destroy_op, str(self.id),
-                           self._fill_destroy)
+                           self._fill_destroy, wait_for_room=False)
 
     def __enter__(self):
         return self

@@ -109,7 +109,8 @@ class Queue(SessionObject):
         # the next synchronize of any queue.
         core.call(None, "destroy_queue", str(queue_id),
                   lambda c: setattr(c.destroy_queue, "queue_id", queue_id),
-                  detached=True, then=destroy_flags if flags else None)
+                  detached=True, then=destroy_flags if flags else None,
+                  wait_for_room=False)
 
     # -- ordering --------------------------------------------------------
 

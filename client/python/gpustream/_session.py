@@ -132,10 +132,14 @@ class Session:
         try:
             waiter.wait(remaining(deadline))
         except Error as e:
-            if e.code == grpc.StatusCode.DEADLINE_EXCEEDED and (
-                    not waiter.done.is_set()):
+            if e.code != grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise
+            if waiter.done.is_set() and waiter.error is None:
+                pass  # Answered as the timeout passed: it is made.
+            else:
+                # Whatever comes now is dropped with the waiter.
                 self._free_quietly(buffer_id)
-            raise
+                raise
         return Buffer(self, buffer_id, size, kind)
 
     def _free_quietly(self, buffer_id: int) -> None:
@@ -147,9 +151,9 @@ class Session:
 
         try:
             self._core.call(None, "free_buffer", str(buffer_id), fill,
-                            ack=True, deadline=0.0)
+                            ack=True, wait_for_room=False)
         except Error:
-            pass  # Closed, broken, or no room: the session's end frees it.
+            pass  # Closed or broken: the session's end frees it.
 
     def allocate_shared(self, size_bytes: int) -> SharedBuffer:
         """Allocates ``size_bytes`` of HOST_SHARED memory that this process

@@ -223,9 +223,12 @@ def _freeze(pid):
 
     def stopped():
         for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/stat") as stat:
-                if stat.read().rpartition(")")[2].split()[0] != "T":
-                    return False
+            try:
+                with open(f"/proc/{pid}/task/{task}/stat") as stat:
+                    if stat.read().rpartition(")")[2].split()[0] != "T":
+                        return False
+            except FileNotFoundError:
+                pass  # The thread ended meanwhile.
         return True
 
     wait_until(stopped, timeout=5, what="the daemon's threads to stop")
