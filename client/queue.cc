@@ -284,44 +284,34 @@ void Queue::launch(absl::string_view module, absl::string_view kernel,
 }
 
 void Queue::write(const Buffer& dst, uint64_t offset, absl::string_view bytes) {
+  // A write_buffer command of `piece` at `at` (the piece may be empty).
+  auto fill = [&](v1::Command& c, uint64_t at, absl::string_view piece) {
+    auto* write = c.mutable_write_buffer();
+    write->set_queue_id(id());
+    write->set_buffer_id(dst.id());
+    write->set_offset(at);
+    write->set_data(piece.data(), piece.size());
+  };
   if (absl::Status check = Owns(dst, "buffer"); !check.ok()) {
-    core().Reject(
-        [&](v1::Command& c) {
-          auto* write = c.mutable_write_buffer();
-          write->set_queue_id(id());
-          write->set_buffer_id(dst.id());
-          write->set_offset(offset);
-        },
-        check);
+    core().Reject([&](v1::Command& c) { fill(c, offset, {}); }, check);
     return;
   }
   // Pieces keep every request within the batch bound; they run in order on
-  // the queue, so together they are the one copy asked for.
-  // A piece refused (no room within enqueue_timeout) ends the write: the
-  // rest is refused with it rather than sent with a hole before it.
+  // the queue, so together they are the one copy asked for. A piece
+  // refused (no room within enqueue_timeout) ends the write: the rest is
+  // refused with it rather than sent with a hole before it.
   do {
     const absl::string_view piece =
         bytes.substr(0, SessionCore::kMaxWritePiece);
-    const bool sent = core().Enqueue([&](v1::Command& c) {
-      auto* write = c.mutable_write_buffer();
-      write->set_queue_id(id());
-      write->set_buffer_id(dst.id());
-      write->set_offset(offset);
-      write->set_data(piece.data(), piece.size());
-    });
+    const bool sent =
+        core().Enqueue([&](v1::Command& c) { fill(c, offset, piece); });
     offset += piece.size();
     bytes.remove_prefix(piece.size());
     if (!sent && !bytes.empty()) {
-      core().Reject(
-          [&](v1::Command& c) {
-            auto* write = c.mutable_write_buffer();
-            write->set_queue_id(id());
-            write->set_buffer_id(dst.id());
-            write->set_offset(offset);
-          },
-          absl::CancelledError(
-              absl::StrCat("the rest of a write (", bytes.size(),
-                           " bytes) not sent: an earlier piece was not")));
+      core().Reject([&](v1::Command& c) { fill(c, offset, {}); },
+                    absl::CancelledError(absl::StrCat(
+                        "the rest of a write (", bytes.size(),
+                        " bytes) not sent: an earlier piece was not")));
       return;
     }
   } while (!bytes.empty());

@@ -783,9 +783,11 @@ TEST_P(DeviceWorkTest, SigtermReleasesParkedWaitsWithUnavailable) {
 // The session's lock is not held meanwhile, so an enqueue on the same
 // session (which looks its queue up under that lock) goes on: the p99 of
 // enqueues made while 256 MiB buffers are allocated over and over stays
-// under 5 ms, or three times their p99 on an idle session where unary calls
-// alone are slower (the sanitizers); one that waited for an allocation
-// would take about all of it (100 ms and more on the fakes).
+// under 5 ms; where unary calls alone are slower (the sanitizers, which
+// also zero the memory on one of the two cores) under three times their
+// idle p99 or a quarter of an allocation. One that waited for an
+// allocation would take about half of one on average (100 ms and more on
+// the fakes), its p99 nearly all.
 TEST_P(DeviceWorkTest, EnqueuesDoNotWaitForALargeAllocation) {
   auto c = Client::Connect(daemon_->unix_target());
   ASSERT_TRUE(c.ok()) << c.status();
@@ -841,10 +843,12 @@ TEST_P(DeviceWorkTest, EnqueuesDoNotWaitForALargeAllocation) {
   allocator.join();
   ASSERT_GE(allocating.size(), 1u);
   std::sort(allocating.begin(), allocating.end());
-  EXPECT_LT(p99, std::max(absl::Milliseconds(5), 3 * idle_p99))
+  const absl::Duration median_allocation = allocating[allocating.size() / 2];
+  EXPECT_LT(p99, std::max({absl::Milliseconds(5), 3 * idle_p99,
+                           median_allocation / 4}))
       << "idle p99 " << idle_p99 << "; " << allocating.size()
-      << " allocations of 256 MiB meanwhile, "
-      << allocating[allocating.size() / 2] << " each (median)";
+      << " allocations of 256 MiB meanwhile, " << median_allocation
+      << " each (median)";
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, DeviceWorkTest,

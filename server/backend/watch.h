@@ -4,6 +4,7 @@
 #ifndef GPUSTREAM_SERVER_BACKEND_WATCH_H_
 #define GPUSTREAM_SERVER_BACKEND_WATCH_H_
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <utility>
@@ -16,9 +17,9 @@ namespace gpustream::backend {
 
 // The caller's handle. Cancel() destroys the callback, and whatever it
 // holds (a response, a charge, a parked call), at once, on the calling
-// thread; the backend then drops the watch the next time it looks at it,
-// without running it. Cancel after the callback ran, or twice, does
-// nothing. Thread-safe.
+// thread, unless it is already running; the backend then drops the watch
+// the next time it looks at it, without running it. Cancel after the
+// callback ran, or twice, does nothing. Thread-safe.
 class Watch {
  public:
   virtual ~Watch() = default;
@@ -48,6 +49,7 @@ class WatchFor final : public Watch {
     absl::AnyInvocable<void(Args...)> fn;
     {
       absl::MutexLock lock(&mu_);
+      if (cancelled()) return;
       fn = std::move(fn_);
       fn_ = nullptr;
     }
@@ -72,6 +74,7 @@ class WatchFor final : public Watch {
 // records with a `watch` member: pass `of`).
 template <typename List, typename Of>
 void SweepCancelled(List& list, size_t& swept_size, Of of) {
+  swept_size = std::min(swept_size, list.size());  // Entries ran since.
   if (list.size() < 2 * swept_size + 16) return;
   List kept;
   for (auto& entry : list) {

@@ -368,9 +368,8 @@ void Session::SynchronizeQueue(const v1::SynchronizeQueueRequest& req,
         timed->Finish(std::move(s));
       });
   // As SynchronizeEvent: a timeout leaves no watch (and no charge) behind.
-  TimedDone::Arm(timed, req.timeout_ms(), QueueName(req.queue_id()), [watch] {
-    if (watch != nullptr) watch->Cancel();
-  });
+  if (watch != nullptr) timed->OnFinish([watch] { watch->Cancel(); });
+  TimedDone::Arm(timed, req.timeout_ms(), QueueName(req.queue_id()), nullptr);
 }
 
 absl::Status Session::QueryQueue(const v1::QueryQueueRequest& req,
@@ -470,15 +469,18 @@ void Session::SynchronizeEvent(const v1::SynchronizeEventRequest& req,
         parked_calls->Unpark(parked);
         timed->Finish(absl::OkStatus());
       });
-  // Armed once watched (a no-op if it finished already). Timed out, the
-  // call leaves nothing behind: the watch and its host-wait charge go, and
-  // the backend forgets the watch unrun.
+  // However the call ends (timed out, its session torn down), it leaves
+  // nothing behind: the watch and its host-wait charge go, and the backend
+  // forgets the watch unrun. Armed once watched (a no-op if it finished
+  // already).
+  if (watch != nullptr) {
+    timed->OnFinish([watch, parked_calls = parked_, parked] {
+      parked_calls->Unpark(parked);
+      watch->Cancel();
+    });
+  }
   TimedDone::Arm(timed, req.timeout_ms(),
-                 absl::StrCat("event_id ", req.event_id()),
-                 [watch, parked_calls = parked_, parked] {
-                   parked_calls->Unpark(parked);
-                   if (watch != nullptr) watch->Cancel();
-                 });
+                 absl::StrCat("event_id ", req.event_id()), nullptr);
 }
 
 absl::Status Session::QueryEvent(const v1::QueryEventRequest& req,

@@ -29,16 +29,25 @@ bool TimedDone::Claim() {
   return !std::exchange(claimed_, true);
 }
 
+void TimedDone::OnFinish(absl::AnyInvocable<void()> cleanup) {
+  absl::MutexLock lock(&mu_);
+  if (!claimed_) cleanup_ = std::move(cleanup);
+}
+
 void TimedDone::FinishClaimed(absl::Status status) {
   Done done;
+  absl::AnyInvocable<void()> cleanup;
   util::TimerThread::Id timer_id = 0;
   {
     absl::MutexLock lock(&mu_);
     done = std::move(done_);
     done_ = nullptr;
+    cleanup = std::move(cleanup_);
+    cleanup_ = nullptr;
     timer_id = std::exchange(timer_id_, 0);
   }
   if (timer_id != 0) timer_->Cancel(timer_id);
+  if (cleanup) cleanup();
   if (done) done(std::move(status));
 }
 

@@ -30,6 +30,11 @@ class TimedDone {
   static void Arm(const std::shared_ptr<TimedDone>& self, uint32_t timeout_ms,
                   std::string what, absl::AnyInvocable<void()> on_timeout);
 
+  // Runs `cleanup` when the call finishes, whatever finishes it (its work,
+  // the timeout, a teardown), before `done`; not at all if it has finished
+  // already. For what the call leaves registered elsewhere (a watch).
+  void OnFinish(absl::AnyInvocable<void()> cleanup);
+
   // Runs `done` with `status` unless it already ran.
   void Finish(absl::Status status);
 
@@ -44,6 +49,7 @@ class TimedDone {
   absl::Mutex mu_;
   bool claimed_ ABSL_GUARDED_BY(mu_) = false;
   Done done_ ABSL_GUARDED_BY(mu_);
+  absl::AnyInvocable<void()> cleanup_ ABSL_GUARDED_BY(mu_);
   util::TimerThread* const timer_;
   util::TimerThread::Id timer_id_ ABSL_GUARDED_BY(mu_) = 0;
 };

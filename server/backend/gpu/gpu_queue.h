@@ -79,6 +79,16 @@ class GpuQueueCore : public std::enable_shared_from_this<GpuQueueCore>,
   // it is skipped or dropped; it holds what the work uses alive. `ready`
   // gates issuing (a wait on a record not issued yet; a flag wait the
   // daemon holds).
+  // The OnIdle watches one no-op serves: every OnIdle made while it is the
+  // last op submitted joins it, so host waits that time out over and over
+  // on a stalled queue add no ops.
+  struct IdleGroup {
+    absl::Mutex mu;
+    bool ran ABSL_GUARDED_BY(mu) = false;
+    std::vector<std::shared_ptr<WatchFor<absl::Status>>> watches
+        ABSL_GUARDED_BY(mu);
+    size_t swept_size ABSL_GUARDED_BY(mu) = 0;  // SweepCancelled's mark.
+  };
   struct Op {
     absl::AnyInvocable<absl::Status(GpuQueueCore&)> issue;
     absl::AnyInvocable<void(absl::Status)> done;
@@ -86,6 +96,7 @@ class GpuQueueCore : public std::enable_shared_from_this<GpuQueueCore>,
     bool prompt = false;  // Mark right after it: someone awaits `done`.
     bool counted = true;  // A client's command (WorkAccount counters).
     bool kernel = false;  // A kernel launch (DeviceFailure's suspects).
+    std::shared_ptr<IdleGroup> idle;  // OnIdle's no-op: the watches it serves.
   };
 
   // `account` is not null. `progress`: the progress word, reading 0, whose
@@ -213,6 +224,8 @@ class GpuQueueCore : public std::enable_shared_from_this<GpuQueueCore>,
 
   absl::Mutex mu_;
   std::deque<Op> held_ ABSL_GUARDED_BY(mu_);
+  // The idle group of the last op submitted, if it was OnIdle's.
+  std::shared_ptr<IdleGroup> last_idle_ ABSL_GUARDED_BY(mu_);
   std::deque<Pending> pending_ ABSL_GUARDED_BY(mu_);
   uint64_t issued_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t completed_ ABSL_GUARDED_BY(mu_) = 0;

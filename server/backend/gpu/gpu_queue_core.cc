@@ -72,6 +72,7 @@ absl::Status GpuQueueCore::Submit(Op op) {
   bool held = false;
   {
     absl::MutexLock lock(&mu_);
+    last_idle_ = op.idle;
     if (!error_.ok()) {
       // Skipped, as everything after a sticky error; its callback sees the
       // error once the work already on the stream has completed (so that
@@ -305,26 +306,49 @@ void GpuQueueCore::StickLocked(const absl::Status& status, Callbacks* out) {
 
 std::shared_ptr<Watch> GpuQueueCore::OnIdle(
     absl::AnyInvocable<void(absl::Status)> done) {
+  auto watch = std::make_shared<WatchFor<absl::Status>>(std::move(done));
   bool idle;
   {
     absl::MutexLock lock(&mu_);
     idle = IdleLocked();
+    // Nothing submitted since the last OnIdle's no-op: it serves this one
+    // too (the work it waits for is the same).
+    if (!idle && last_idle_ != nullptr) {
+      absl::MutexLock group_lock(&last_idle_->mu);
+      if (!last_idle_->ran) {
+        SweepCancelled(last_idle_->watches, last_idle_->swept_size,
+                       [](auto& w) { return w.get(); });
+        last_idle_->watches.push_back(watch);
+        return watch;
+      }
+    }
   }
   if (idle) {
-    done(error());
+    watch->Run(error());
     return nullptr;
   }
-  // A no-op behind everything enqueued so far, marked at once. Cancelled,
-  // the op stays in line (a few dozen bytes) without the callback.
-  auto watch = std::make_shared<WatchFor<absl::Status>>(std::move(done));
+  // A no-op behind everything enqueued so far, marked at once.
+  auto group = std::make_shared<IdleGroup>();
+  {
+    absl::MutexLock group_lock(&group->mu);
+    group->watches.push_back(watch);
+  }
   Op op;
   op.issue = [](GpuQueueCore&) { return absl::OkStatus(); };
-  op.done = [self = shared_from_this(), watch](absl::Status s) {
+  op.done = [self = shared_from_this(), group](absl::Status s) {
+    std::vector<std::shared_ptr<WatchFor<absl::Status>>> watches;
+    {
+      absl::MutexLock lock(&group->mu);
+      group->ran = true;
+      watches.swap(group->watches);
+    }
     // Work that completed before a sticky error still reports it.
-    watch->Run(s.ok() ? self->error() : s);
+    const absl::Status status = s.ok() ? self->error() : s;
+    for (auto& w : watches) w->Run(status);
   };
   op.prompt = true;
   op.counted = false;  // Not a command of the client's.
+  op.idle = group;
   if (absl::Status s = Submit(std::move(op)); !s.ok()) watch->Run(s);
   return watch;
 }
