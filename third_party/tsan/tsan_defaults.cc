@@ -65,6 +65,11 @@ const char* __tsan_default_suppressions() {
       // reads the batch and counts) run on whichever thread completes each
       // batch, with batch objects gRPC made on another thread.
       "race:grpc::internal::InterceptorBatchMethodsImpl\n"
+      // The same for our interceptor's own fields: gRPC constructs it on the
+      // thread that starts the call (CreateServerInterceptor) and runs its
+      // hooks, POST_RECV_CLOSE among them, on whichever thread completes a
+      // batch, ordered by libgrpc.
+      "race:server/rpc/call_interceptor.cc\n"
       // gRPC parses a call's deadline with absl::ParseTime in metadata it
       // allocated on another thread.
       "called_from_lib:libabsl_time.so\n"
