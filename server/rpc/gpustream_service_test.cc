@@ -200,8 +200,7 @@ TEST_F(ServiceTest, SubmitRefusesWaitingCommandsPastTheLimit) {
             grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_NE(resp.results(0).status().message().find(
                 absl::StrCat("pending waits (synchronize and WaitFlag calls "
-                             "whose work has not completed, timed out or "
-                             "not) exhausted: limit ",
+                             "not yet answered) exhausted: limit ",
                              kLimit)),
             std::string::npos)
       << resp.results(0).status().message();
