@@ -15,8 +15,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
@@ -86,6 +88,23 @@ std::string TempPath(const std::string& suffix) {
   static Dir dir;
   static std::atomic<int> counter{0};
   return absl::StrCat(dir.path, "/", counter++, suffix);
+}
+
+int64_t ProcStatusValue(pid_t pid, const std::string& field) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    absl::string_view rest = line;
+    if (!absl::ConsumePrefix(&rest, field) ||
+        !absl::ConsumePrefix(&rest, ":")) {
+      continue;
+    }
+    std::vector<absl::string_view> words =
+        absl::StrSplit(rest, ' ', absl::SkipWhitespace());
+    int64_t value = 0;
+    if (!words.empty() && absl::SimpleAtoi(words[0], &value)) return value;
+  }
+  return -1;
 }
 
 std::string RunfilePath(const std::string& relative) {

@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,15 @@ std::string TempPath(const std::string& suffix);
 
 // The path of a file in the test's runfiles, e.g. "server/gpustreamd".
 std::string RunfilePath(const std::string& relative);
+
+// The first number of /proc/<pid>/status line `field` ("VmRSS" and "VmHWM"
+// in kB, "Threads" a count); -1 if unreadable.
+int64_t ProcStatusValue(pid_t pid, const std::string& field);
+// The daemon's resident memory in bytes; 0 if unreadable.
+inline uint64_t RssBytes(pid_t pid) {
+  const int64_t kb = ProcStatusValue(pid, "VmRSS");
+  return kb < 0 ? 0 : static_cast<uint64_t>(kb) * 1024;
+}
 
 // Starts `argv` with stdout and stderr sent to `log_path`; -1 on failure.
 pid_t StartProcess(const std::vector<std::string>& argv,

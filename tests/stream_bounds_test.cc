@@ -70,22 +70,6 @@ std::string Pattern(uint64_t size) {
   return bytes;
 }
 
-// Bytes of `field` ("VmRSS", "VmHWM") of process `pid`; 0 if unreadable.
-uint64_t ProcStatusBytes(pid_t pid, absl::string_view field) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(in, line)) {
-    absl::string_view rest = line;
-    if (!absl::ConsumePrefix(&rest, field) || !absl::ConsumePrefix(&rest, ":"))
-      continue;
-    std::vector<absl::string_view> words =
-        absl::StrSplit(rest, ' ', absl::SkipWhitespace());
-    uint64_t kb = 0;
-    if (!words.empty() && absl::SimpleAtoi(words[0], &kb)) return kb * 1024;
-  }
-  return 0;
-}
-
 // The value of the unlabelled metric `name` that the daemon serves over
 // HTTP at `address` ("127.0.0.1:PORT") /metrics; -1 if the scrape fails or
 // lacks it.
@@ -252,7 +236,7 @@ class StreamBoundsTest : public ::testing::Test {
     signal->set_value(1);
   }
 
-  uint64_t rss() const { return ProcStatusBytes(daemon_->pid(), "VmRSS"); }
+  uint64_t rss() const { return testing::RssBytes(daemon_->pid()); }
   // Under ThreadSanitizer (--config=tsan sets GPUSTREAM_TSAN), its shadow
   // memory, four times what the daemon touches, is part of the RSS, which
   // then says little about what the daemon holds: the RSS bounds are
@@ -260,7 +244,11 @@ class StreamBoundsTest : public ::testing::Test {
   static bool RssMeaningful() {
     return std::getenv("GPUSTREAM_TSAN") == nullptr;
   }
-  uint64_t peak_rss() const { return ProcStatusBytes(daemon_->pid(), "VmHWM"); }
+  uint64_t peak_rss() const {
+    return std::max<int64_t>(
+               0, testing::ProcStatusValue(daemon_->pid(), "VmHWM")) *
+           1024;
+  }
 
   // Bytes of read results the daemon holds admitted and unsent, all Submit
   // streams together (its own accounting of max_pending_result_bytes).
@@ -313,6 +301,75 @@ struct ReadTracker {
     }
   }
 };
+
+// max_pending_result_bytes bounds a session, not each of its streams: with
+// 4 reads of 63.5 MiB admitted on one stream (held behind a gate), a second
+// stream of the same session and a unary ReadBuffer are refused a read that
+// would pass 256 MiB in all, naming the limit and the session's use.
+TEST_F(StreamBoundsTest, ThePendingLimitCountsEveryStreamAndReadOfASession) {
+  constexpr uint64_t kReadBytes = 63 * kMiB + kMiB / 2, kAdmitted = 4;
+  AllocateAndWrite(1, Pattern(64 * kMiB));
+  grpc::ClientContext first_ctx;
+  first_ctx.set_deadline(Deadline(absl::Seconds(120)));
+  std::unique_ptr<SubmitStream> first = stub_->Submit(&first_ctx);
+  v1::SubmitRequest req;
+  req.set_session_id(session_id_);
+  AddGate(req, 9);
+  for (uint64_t i = 0; i < kAdmitted; ++i) AddRead(req, 1, 0, kReadBytes);
+  ASSERT_TRUE(first->Write(req));
+  ASSERT_TRUE(PollUntil(absl::Seconds(10), [&] {
+    return pending_result_bytes() == kAdmitted * kReadBytes;
+  })) << pending_result_bytes();
+
+  const std::string use = absl::StrCat(kAdmitted * kReadBytes);
+  grpc::ClientContext second_ctx;
+  second_ctx.set_deadline(Deadline(absl::Seconds(120)));
+  std::unique_ptr<SubmitStream> second = stub_->Submit(&second_ctx);
+  v1::SubmitRequest more;
+  more.set_session_id(session_id_);
+  const uint64_t refused_seq = AddRead(more, 1, 0, 3 * kMiB);
+  ASSERT_TRUE(second->Write(more));
+  v1::SubmitResponse resp;
+  ASSERT_TRUE(second->Read(&resp)) << second->Finish().error_message();
+  ASSERT_EQ(resp.results_size(), 1) << resp.DebugString();
+  EXPECT_EQ(resp.results(0).seq(), refused_seq);
+  EXPECT_EQ(resp.results(0).status().code(), grpc::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(resp.results(0).status().message(),
+              HasSubstr("max_pending_result_bytes"));
+  EXPECT_THAT(resp.results(0).status().message(), HasSubstr(use));
+
+  v1::ReadBufferRequest read;
+  read.set_session_id(session_id_);
+  read.set_queue_id(queue_);
+  read.set_buffer_id(1);
+  read.set_size(3 * kMiB);
+  v1::ReadBufferResponse data;
+  grpc::ClientContext read_ctx;
+  read_ctx.set_deadline(Deadline(absl::Seconds(30)));
+  const grpc::Status unary = stub_->ReadBuffer(&read_ctx, read, &data);
+  EXPECT_EQ(unary.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << unary.error_message();
+  EXPECT_THAT(unary.error_message(), HasSubstr("max_pending_result_bytes"));
+  EXPECT_THAT(unary.error_message(), HasSubstr(use));
+
+  // Once the first stream's results are out, the session reads again.
+  req.clear_commands();
+  AddSignal(req, 9);
+  ASSERT_TRUE(first->Write(req));
+  first->WritesDone();
+  while (first->Read(&resp)) {
+  }
+  EXPECT_TRUE(first->Finish().ok());
+  grpc::ClientContext again_ctx;
+  again_ctx.set_deadline(Deadline(absl::Seconds(30)));
+  const grpc::Status again = stub_->ReadBuffer(&again_ctx, read, &data);
+  EXPECT_TRUE(again.ok()) << again.error_message();
+  EXPECT_EQ(data.data().size(), 3 * kMiB);
+  second->WritesDone();
+  while (second->Read(&resp)) {
+  }
+  EXPECT_TRUE(second->Finish().ok());
+}
 
 // One request promising 64 reads of 63 MiB: the first four fit the 256 MiB
 // limit; the other 60 are refused, naming the limit and the use. The queue

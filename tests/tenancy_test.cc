@@ -18,136 +18,15 @@
 #include "tests/backend_daemon.h"
 #include "tests/conformance/backend_under_test.h"
 #include "tests/daemon_process.h"
+#include "tests/tenancy_fixture.h"
 
 namespace gpustream {
 namespace {
 
 using grpc::StatusCode;
-
 constexpr char kUnknownSession[] = "0123456789abcdef0123456789abcdef";
 
-// alice and bob: plain tenants, carol: tight quotas, ops: an admin.
-std::string Config(bool with_bob = true, uint64_t carol_inflight = 8) {
-  auto tenant = [](const std::string& name, const std::string& extra) {
-    return absl::StrCat("tenants { name: '", name, "' token_sha256: '",
-                        tenants::Sha256Hex(name + "-token"), "' ", extra,
-                        " }\n");
-  };
-  return absl::StrCat(
-      "cpu_memory_bytes: 67108864\n", tenant("alice", ""),
-      with_bob ? tenant("bob", "") : "",
-      tenant("carol",
-             absl::StrCat("quota { max_sessions: 1 max_queues: 2 "
-                          "device_memory_bytes: 1048576 "
-                          "max_staged_bytes: 12582912 max_inflight_commands: ",
-                          carol_inflight, " }")),
-      tenant("ops", "admin: true"));
-}
-
-class TenancyTest : public testing::BackendDaemonTest {
- protected:
-  void SetUp() override {
-    config_path_ = testing::TempPath(".txtpb");
-    std::ofstream(config_path_) << Config();
-    BackendDaemonTest::SetUp();
-    if (IsSkipped() || HasFatalFailure()) return;
-    auto channel = grpc::CreateChannel(daemon_->tcp_target(),
-                                       grpc::InsecureChannelCredentials());
-    stub_ = v1::GpuStream::NewStub(channel);
-    admin_ = v1::Admin::NewStub(channel);
-  }
-  void TearDown() override { std::remove(config_path_.c_str()); }
-
-  std::vector<std::string> DaemonArgs() const override {
-    return {"--config=" + config_path_};
-  }
-
-  static std::unique_ptr<grpc::ClientContext> As(const std::string& tenant) {
-    auto ctx = std::make_unique<grpc::ClientContext>();
-    ctx->set_deadline(std::chrono::system_clock::now() +
-                      std::chrono::seconds(20));
-    ctx->AddMetadata("authorization", "Bearer " + tenant + "-token");
-    return ctx;
-  }
-
-  v1::OpenSessionResponse Open(const std::string& tenant) {
-    v1::OpenSessionResponse opened;
-    grpc::Status s = stub_->OpenSession(As(tenant).get(), {}, &opened);
-    EXPECT_TRUE(s.ok()) << tenant << ": " << s.error_message();
-    return opened;
-  }
-
-  v1::TenantStats Stats(const std::string& tenant) {
-    v1::GetStatsResponse stats;
-    grpc::Status s = admin_->GetStats(As("ops").get(), {}, &stats);
-    EXPECT_TRUE(s.ok()) << s.error_message();
-    for (const auto& t : stats.tenants()) {
-      if (t.tenant() == tenant) return t;
-    }
-    ADD_FAILURE() << "no tenant " << tenant << " in " << stats.DebugString();
-    return {};
-  }
-
-  // A flag and a queue of `s` stalled on it (client-minted ids 1).
-  void Gate(const v1::OpenSessionResponse& s, const std::string& tenant) {
-    v1::CreateFlagRequest flag;
-    flag.set_session_id(s.session_id());
-    flag.set_id(1);
-    v1::CreateFlagResponse made;
-    ASSERT_TRUE(stub_->CreateFlag(As(tenant).get(), flag, &made).ok());
-    v1::WaitHostValueRequest wait;
-    wait.set_session_id(s.session_id());
-    wait.set_queue_id(s.default_queue_id());
-    wait.set_flag_id(1);
-    wait.set_value(1);
-    v1::WaitHostValueResponse waiting;
-    ASSERT_TRUE(stub_->WaitHostValue(As(tenant).get(), wait, &waiting).ok());
-  }
-
-  // Signals the gate's flag to `flag_value`.
-  void Ungate(const v1::OpenSessionResponse& s, const std::string& tenant,
-              uint64_t flag_value) {
-    v1::SignalFlagRequest signal;
-    signal.set_session_id(s.session_id());
-    signal.set_flag_id(1);
-    signal.set_value(flag_value);
-    v1::SignalFlagResponse signalled;
-    ASSERT_TRUE(stub_->SignalFlag(As(tenant).get(), signal, &signalled).ok());
-  }
-
-  // Carol allocates a 1 MiB buffer, gates her default queue, then writes
-  // 1 MiB behind the gate up to `attempts` times, stopping at the first
-  // refusal (left in `last`). Returns the writes accepted.
-  int WritesBehindAGate(const v1::OpenSessionResponse& carol, int attempts,
-                        grpc::Status* last) {
-    v1::AllocateBufferRequest alloc;
-    alloc.set_session_id(carol.session_id());
-    alloc.set_id(7);
-    alloc.set_size_bytes(1 << 20);
-    v1::AllocateBufferResponse allocated;
-    EXPECT_TRUE(
-        stub_->AllocateBuffer(As("carol").get(), alloc, &allocated).ok());
-    Gate(carol, "carol");
-    if (HasFatalFailure()) return 0;
-    v1::WriteBufferRequest write;
-    write.set_session_id(carol.session_id());
-    write.set_queue_id(carol.default_queue_id());
-    write.set_buffer_id(7);
-    write.set_data(std::string(1 << 20, 'c'));
-    v1::WriteBufferResponse written;
-    int accepted = 0;
-    for (int i = 0; i < attempts; ++i) {
-      *last = stub_->WriteBuffer(As("carol").get(), write, &written);
-      if (!last->ok()) break;
-      ++accepted;
-    }
-    return accepted;
-  }
-
-  std::string config_path_;
-  std::unique_ptr<v1::GpuStream::Stub> stub_;
-  std::unique_ptr<v1::Admin::Stub> admin_;
-};
+using testing::TenancyTest;
 
 // Bob's objects (one id space per session).
 constexpr uint64_t kBobQueue = 1, kBobEvent = 2, kBobFlag = 3, kBobBuffer = 4;
@@ -317,8 +196,9 @@ TEST_P(TenancyTest, StagedBytesAreBoundedWhileAQueueIsStalled) {
 
 TEST_P(TenancyTest, StagingQuotaRefusesNamingItsLimit) {
   // carol with a generous in-flight quota: staging is the bound that bites.
-  std::ofstream(config_path_) << Config(/*with_bob=*/true,
-                                        /*carol_inflight=*/1000);
+  std::ofstream(config_path_)
+      << testing::TenancyConfig(/*with_bob=*/true,
+                                /*carol_inflight=*/1000);
   ASSERT_EQ(kill(daemon_->pid(), SIGHUP), 0);
   ASSERT_TRUE(testing::PollUntil(absl::Seconds(10), [&] {
     return Stats("carol").quota().max_inflight_commands() == 1000;
@@ -336,191 +216,6 @@ TEST_P(TenancyTest, StagingQuotaRefusesNamingItsLimit) {
   ASSERT_NO_FATAL_FAILURE(Ungate(carol, "carol", 1));
   ASSERT_TRUE(testing::PollUntil(
       absl::Seconds(5), [&] { return Stats("carol").staged_bytes() == 0; }));
-}
-
-// /proc/<pid>/status "Threads:".
-int Threads(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (absl::StartsWith(line, "Threads:")) return std::stoi(line.substr(8));
-  }
-  return -1;
-}
-
-TEST_P(TenancyTest, QueuesDestroyedWhileParkedAreBoundedAndCostNoThreads) {
-  const v1::OpenSessionResponse alice = Open("alice");
-  ASSERT_NO_FATAL_FAILURE(Gate(alice, "alice"));  // Flag 1, never signalled.
-  const int threads_before = Threads(daemon_->pid());
-  grpc::Status refused;
-  int destroyed = 0;
-  for (int i = 0; i < 200 && refused.ok(); ++i) {
-    v1::CreateQueueRequest create;
-    create.set_session_id(alice.session_id());
-    v1::CreateQueueResponse created;
-    refused = stub_->CreateQueue(As("alice").get(), create, &created);
-    if (!refused.ok()) break;
-    v1::WaitHostValueRequest wait;
-    wait.set_session_id(alice.session_id());
-    wait.set_queue_id(created.queue_id());
-    wait.set_flag_id(1);
-    wait.set_value(1);
-    v1::WaitHostValueResponse waiting;
-    ASSERT_TRUE(stub_->WaitHostValue(As("alice").get(), wait, &waiting).ok());
-    // The destroy parks until the queue drains (never, here): give up on
-    // the answer, not on the destroy. A deadline can pass before the
-    // handler starts (slow sanitizer builds), so retry until the queue's id
-    // is gone; a destroy that did start answers NOT_FOUND when repeated.
-    v1::DestroyQueueRequest destroy;
-    destroy.set_session_id(alice.session_id());
-    destroy.set_queue_id(created.queue_id());
-    v1::QueryQueueRequest query;
-    query.set_session_id(alice.session_id());
-    query.set_queue_id(created.queue_id());
-    bool gone = false;
-    for (int attempt = 0; attempt < 50 && !gone; ++attempt) {
-      v1::DestroyQueueResponse answer;
-      auto ctx = As("alice");
-      ctx->set_deadline(std::chrono::system_clock::now() +
-                        std::chrono::milliseconds(50));
-      const StatusCode code =
-          stub_->DestroyQueue(ctx.get(), destroy, &answer).error_code();
-      ASSERT_TRUE(code == StatusCode::DEADLINE_EXCEEDED ||
-                  (attempt > 0 && code == StatusCode::NOT_FOUND))
-          << "destroy of a parked queue answered " << code;
-      v1::QueryQueueResponse state;
-      gone = stub_->QueryQueue(As("alice").get(), query, &state).error_code() ==
-             StatusCode::NOT_FOUND;
-    }
-    ASSERT_TRUE(gone) << "queue " << created.queue_id() << " never destroyed";
-    ++destroyed;
-  }
-  // 64 queues a session (the default one counts), draining ones included.
-  EXPECT_EQ(destroyed, 63);
-  EXPECT_EQ(refused.error_code(), StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_TRUE(absl::StrContains(refused.error_message(),
-                                "63 of them destroyed and still draining"))
-      << refused.error_message();
-  // (The fake CUDA driver emulates each stream with a thread of its own, so
-  // only the CPU backend's count says something about the daemon.)
-  if (on_cpu()) {
-    EXPECT_LE(Threads(daemon_->pid()), threads_before + 2)
-        << "a parked queue holds no thread";
-  }
-  EXPECT_EQ(Stats("alice").queues(), 64u);
-  // Closing the session releases them all.
-  v1::CloseSessionRequest close;
-  close.set_session_id(alice.session_id());
-  v1::CloseSessionResponse closed;
-  ASSERT_TRUE(stub_->CloseSession(As("alice").get(), close, &closed).ok());
-  ASSERT_TRUE(testing::PollUntil(absl::Seconds(10), [&] {
-    const v1::TenantStats t = Stats("alice");
-    return t.queues() == 0 && t.sessions() == 0 && t.inflight_commands() == 0;
-  }));
-}
-
-// A host wait that times out leaves nothing behind: its watch on the event
-// or queue and its pending-wait charge (8192 a tenant) go with the timeout,
-// not when the awaited work completes (never, here).
-TEST_P(TenancyTest, TimedOutSynchronizesLeaveNoWatchBehind) {
-  const v1::OpenSessionResponse alice = Open("alice");
-  ASSERT_NO_FATAL_FAILURE(Gate(alice, "alice"));  // Flag 1, never signalled.
-  v1::CreateEventRequest create;
-  create.set_session_id(alice.session_id());
-  create.set_id(2);
-  v1::CreateEventResponse created;
-  ASSERT_TRUE(stub_->CreateEvent(As("alice").get(), create, &created).ok());
-  v1::RecordEventRequest record;  // Behind the gate: never completes.
-  record.set_session_id(alice.session_id());
-  record.set_queue_id(alice.default_queue_id());
-  record.set_event_id(2);
-  v1::RecordEventResponse recorded;
-  ASSERT_TRUE(stub_->RecordEvent(As("alice").get(), record, &recorded).ok());
-
-  // More timed-out waits than the tenant may have pending at once, half on
-  // the event and half on the gated queue, a window of them in flight.
-  constexpr int kWaits = 9000;
-  constexpr int kWindow = 256;
-  struct Call {
-    std::unique_ptr<grpc::ClientContext> ctx;
-    grpc::Status status;
-    v1::SynchronizeEventResponse event_resp;
-    v1::SynchronizeQueueResponse queue_resp;
-    std::unique_ptr<
-        grpc::ClientAsyncResponseReader<v1::SynchronizeEventResponse>>
-        event_call;
-    std::unique_ptr<
-        grpc::ClientAsyncResponseReader<v1::SynchronizeQueueResponse>>
-        queue_call;
-  };
-  grpc::CompletionQueue cq;
-  std::vector<Call> calls(kWaits);
-  int started = 0, finished = 0, timed_out = 0;
-  std::string first_other;  // The first answer that was not the timeout.
-  auto start = [&](int i) {
-    Call& c = calls[i];
-    c.ctx = As("alice");
-    if (i % 2 == 0) {
-      v1::SynchronizeEventRequest req;
-      req.set_session_id(alice.session_id());
-      req.set_event_id(2);
-      req.set_timeout_ms(1);
-      c.event_call = stub_->AsyncSynchronizeEvent(c.ctx.get(), req, &cq);
-      c.event_call->Finish(&c.event_resp, &c.status,
-                           reinterpret_cast<void*>(intptr_t{i}));
-    } else {
-      v1::SynchronizeQueueRequest req;
-      req.set_session_id(alice.session_id());
-      req.set_queue_id(alice.default_queue_id());
-      req.set_timeout_ms(1);
-      c.queue_call = stub_->AsyncSynchronizeQueue(c.ctx.get(), req, &cq);
-      c.queue_call->Finish(&c.queue_resp, &c.status,
-                           reinterpret_cast<void*>(intptr_t{i}));
-    }
-  };
-  while (started < std::min(kWindow, kWaits)) start(started++);
-  void* tag;
-  bool ok;
-  while (finished < kWaits && cq.Next(&tag, &ok)) {
-    Call& c = calls[reinterpret_cast<intptr_t>(tag)];
-    ++finished;
-    // The daemon's timeout, not the client's deadline.
-    const bool daemon_timed_out =
-        c.status.error_code() == StatusCode::DEADLINE_EXCEEDED &&
-        absl::StrContains(c.status.error_message(), "timeout_ms");
-    timed_out += daemon_timed_out;
-    if (!daemon_timed_out && first_other.empty()) {
-      first_other =
-          absl::StrCat("wait ", reinterpret_cast<intptr_t>(tag), ": ",
-                       c.status.error_code(), " ", c.status.error_message());
-    }
-    // Its memory goes now, not at the end: the readers first (they live in
-    // the call's arena, which the context's destruction frees).
-    c.event_call.reset();
-    c.queue_call.reset();
-    c.ctx.reset();
-    if (started < kWaits) start(started++);
-  }
-  cq.Shutdown();
-  while (cq.Next(&tag, &ok)) {
-  }
-  EXPECT_EQ(timed_out, kWaits) << first_other;
-  // Still room to wait: each timeout gave its charge back.
-  v1::SynchronizeEventRequest more;
-  more.set_session_id(alice.session_id());
-  more.set_event_id(2);
-  more.set_timeout_ms(1);
-  v1::SynchronizeEventResponse resp;
-  const grpc::Status again =
-      stub_->SynchronizeEvent(As("alice").get(), more, &resp);
-  EXPECT_EQ(again.error_code(), StatusCode::DEADLINE_EXCEEDED)
-      << again.error_message();
-  // And the gate still opens: the record completes, a wait returns OK.
-  Ungate(alice, "alice", 1);
-  more.set_timeout_ms(20000);
-  const grpc::Status done =
-      stub_->SynchronizeEvent(As("alice").get(), more, &resp);
-  EXPECT_TRUE(done.ok()) << done.error_message();
 }
 
 TEST_P(TenancyTest, SessionQueueAndMemoryQuotas) {
@@ -595,7 +290,7 @@ TEST_P(TenancyTest, AdminListsKillsAndReadsStats) {
 TEST_P(TenancyTest, SighupReloadsTenantsAndEndsRemovedOnes) {
   const v1::OpenSessionResponse bob = Open("bob");
   const v1::OpenSessionResponse alice = Open("alice");
-  std::ofstream(config_path_) << Config(/*with_bob=*/false);
+  std::ofstream(config_path_) << testing::TenancyConfig(/*with_bob=*/false);
   ASSERT_EQ(kill(daemon_->pid(), SIGHUP), 0);
   v1::KeepAliveRequest keep;
   keep.set_session_id(bob.session_id());

@@ -59,6 +59,9 @@ std::vector<MetricFamily> StatsCollector::Families(
   MetricFamily staged =
       NewFamily("gpustream_tenant_staged_bytes",
                 "Write data held before the device", MetricType::Gauge);
+  MetricFamily waits =
+      NewFamily("gpustream_tenant_host_waits",
+                "Host waits pending (limit 8192 a tenant)", MetricType::Gauge);
   MetricFamily completed =
       NewFamily("gpustream_tenant_commands_completed_total",
                 "Commands completed", MetricType::Counter);
@@ -85,6 +88,7 @@ std::vector<MetricFamily> StatsCollector::Families(
     Add(memory, who, static_cast<double>(t.memory_bytes()));
     Add(inflight, who, static_cast<double>(t.inflight_commands()));
     Add(staged, who, static_cast<double>(t.staged_bytes()));
+    Add(waits, who, t.host_waits());
     Add(completed, who, static_cast<double>(t.commands_completed()));
     Add(busy, who, t.busy_seconds());
     if (t.sm_count() != 0) Add(sms, who, t.sm_count());

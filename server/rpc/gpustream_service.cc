@@ -1,6 +1,7 @@
 // GpuStream service handlers.
 #include "server/rpc/gpustream_service.h"
 
+#include "absl/strings/str_cat.h"
 #include "server/rpc/caller.h"
 #include "server/rpc/notification_reactor.h"
 #include "server/rpc/status_util.h"
@@ -14,6 +15,90 @@ grpc::ServerUnaryReactor* Finished(grpc::CallbackServerContext* ctx,
   auto* reactor = ctx->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
+}
+
+// A waiting unary call (a synchronize, a wait, a read, a queue's
+// destruction): tells its operation when gRPC says the client went away
+// (cancelled, disconnected or past its deadline), so the wait's host-wait
+// slot, watch and response go at once, not when the awaited thing happens.
+class WaitingCall : public grpc::ServerUnaryReactor {
+ public:
+  WaitingCall() = default;
+  // A read: `bytes` of `session`'s pending_results(), given back once gRPC
+  // is done with the response.
+  WaitingCall(std::shared_ptr<session::Session> session, uint64_t bytes)
+      : session_(std::move(session)), bytes_(bytes) {}
+
+  const session::Session::Cancel& cancel() const { return cancel_; }
+
+  void OnCancel() override { cancel_->Cancel(); }
+  void OnDone() override {
+    if (session_ != nullptr) session_->pending_results().Give(bytes_);
+    delete this;
+  }
+
+ private:
+  const session::Session::Cancel cancel_ =
+      std::make_shared<session::CallCancel>();
+  const std::shared_ptr<session::Session> session_;
+  const uint64_t bytes_ = 0;
+};
+
+// Runs a session operation that answers at once.
+template <typename Req, typename Resp>
+grpc::ServerUnaryReactor* RunOp(
+    grpc::CallbackServerContext* ctx, const SubmitStreamOptions&,
+    const std::shared_ptr<session::Session>& session,
+    absl::Status (session::Session::*op)(const Req&, Resp*), const Req& req,
+    Resp* resp) {
+  return Finished(ctx, ((*session).*op)(req, resp));
+}
+
+// Runs a waiting session operation on `call`: it finishes the call when it
+// completes.
+template <typename Req, typename Resp>
+grpc::ServerUnaryReactor* RunWaiting(
+    WaitingCall* call, session::Session& session,
+    void (session::Session::*op)(const Req&, Resp*, session::Session::Done,
+                                 const session::Session::Cancel&),
+    const Req& req, Resp* resp) {
+  (session.*op)(
+      req, resp, [call](absl::Status s) { call->Finish(ToGrpcStatus(s)); },
+      call->cancel());
+  return call;
+}
+
+template <typename Req, typename Resp>
+grpc::ServerUnaryReactor* RunOp(
+    grpc::CallbackServerContext*, const SubmitStreamOptions&,
+    const std::shared_ptr<session::Session>& session,
+    void (session::Session::*op)(const Req&, Resp*, session::Session::Done,
+                                 const session::Session::Cancel&),
+    const Req& req, Resp* resp) {
+  return RunWaiting(new WaitingCall, *session, op, req, resp);
+}
+
+// A unary read counts against the session's max_pending_result_bytes, as
+// its streams' reads do, until gRPC is done with the response.
+grpc::ServerUnaryReactor* RunOp(
+    grpc::CallbackServerContext* ctx, const SubmitStreamOptions& limits,
+    const std::shared_ptr<session::Session>& session,
+    decltype(&session::Session::ReadBuffer) op,
+    const v1::ReadBufferRequest& req, v1::ReadBufferResponse* resp) {
+  if (!session->pending_results().TryTake(req.size(),
+                                          limits.max_pending_result_bytes)) {
+    return Finished(
+        ctx, absl::ResourceExhaustedError(absl::StrCat(
+                 "a read of ", req.size(),
+                 " bytes would exceed max_pending_result_bytes (",
+                 limits.max_pending_result_bytes, ") of session ",
+                 session->id(), ": ", session->pending_results().used(),
+                 " bytes of earlier reads (on its streams and ReadBuffer "
+                 "calls) are not yet sent; collect those results first, or "
+                 "read in smaller pieces")));
+  }
+  return RunWaiting(new WaitingCall(session, req.size()), *session, op, req,
+                    resp);
 }
 
 }  // namespace
@@ -78,18 +163,14 @@ grpc::ServerUnaryReactor* GpuStreamService::KeepAlive(
 
 // Session operations: find the caller's session, run the operation, finish
 // when it completes (at once for the non-waiting ones).
-#define GPUSTREAM_DEFINE_UNARY(Name, field)                               \
-  grpc::ServerUnaryReactor* GpuStreamService::Name(                       \
-      grpc::CallbackServerContext* ctx, const v1::Name##Request* req,     \
-      v1::Name##Response* resp) {                                         \
-    GPUSTREAM_AUTHENTICATE(who);                                          \
-    auto session = core_.FindSession(*who, req->session_id());            \
-    if (!session.ok()) return Finished(ctx, session.status());            \
-    auto* reactor = ctx->DefaultReactor();                                \
-    session::Invoke(                                                      \
-        **session, &session::Session::Name, *req, resp,                   \
-        [reactor](absl::Status s) { reactor->Finish(ToGrpcStatus(s)); }); \
-    return reactor;                                                       \
+#define GPUSTREAM_DEFINE_UNARY(Name, field)                                    \
+  grpc::ServerUnaryReactor* GpuStreamService::Name(                            \
+      grpc::CallbackServerContext* ctx, const v1::Name##Request* req,          \
+      v1::Name##Response* resp) {                                              \
+    GPUSTREAM_AUTHENTICATE(who);                                               \
+    auto session = core_.FindSession(*who, req->session_id());                 \
+    if (!session.ok()) return Finished(ctx, session.status());                 \
+    return RunOp(ctx, submit_, *session, &session::Session::Name, *req, resp); \
   }
 GPUSTREAM_SESSION_OPS(GPUSTREAM_DEFINE_UNARY)
 #undef GPUSTREAM_DEFINE_UNARY

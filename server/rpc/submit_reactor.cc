@@ -254,14 +254,16 @@ void SubmitReactor::Run(Session& session, uint64_t seq, Op op, const Req& req,
           absl::StrCat("command seq ", seq, ": ", inflight_,
                        " commands of this stream are still waiting (limit ",
                        kMaxInflight, "); collect their results first"));
-    } else if (promised > max_pending_result_bytes_ - pending_result_bytes_) {
+    } else if (promised > 0 && !session.pending_results().TryTake(
+                                   promised, max_pending_result_bytes_)) {
       refused = absl::ResourceExhaustedError(absl::StrCat(
           "command seq ", seq, ": a read of ", promised,
           " bytes would exceed max_pending_result_bytes (",
-          max_pending_result_bytes_,
-          ") of this stream: ", pending_result_bytes_,
-          " bytes of earlier reads are not yet sent; read those results "
-          "first, or read in smaller pieces"));
+          max_pending_result_bytes_, ") of session ", session.id(), ": ",
+          session.pending_results().used(),
+          " bytes of earlier reads (on its streams and ReadBuffer calls) "
+          "are not yet sent; read those results first, or read in smaller "
+          "pieces"));
     } else {
       ChangePendingResultLocked(promised);
     }
@@ -275,11 +277,13 @@ void SubmitReactor::Run(Session& session, uint64_t seq, Op op, const Req& req,
     Complete(std::move(result), ForeignSession(seq), always_send, promised);
     return;
   }
-  session::Invoke(session, op, req, resp,
-                  [this, result = std::move(result), always_send,
-                   promised](absl::Status s) mutable {
-                    Complete(std::move(result), s, always_send, promised);
-                  });
+  session::Invoke(
+      session, op, req, resp,
+      [this, result = std::move(result), always_send,
+       promised](absl::Status s) mutable {
+        Complete(std::move(result), s, always_send, promised);
+      },
+      cancel_);
 }
 
 void SubmitReactor::Complete(std::unique_ptr<v1::CommandResult> result,
@@ -368,6 +372,9 @@ bool SubmitReactor::HasUnsent() const {
 
 void SubmitReactor::ChangePendingResultLocked(int64_t bytes) {
   pending_result_bytes_ += static_cast<uint64_t>(bytes);  // Wraps for < 0.
+  if (bytes < 0 && session_ != nullptr) {
+    session_->pending_results().Give(static_cast<uint64_t>(-bytes));
+  }
   if (metrics_ != nullptr) metrics_->SubmitResultBytes(bytes);
 }
 
@@ -420,6 +427,9 @@ void SubmitReactor::OnWriteDone(bool ok) {
 }
 
 void SubmitReactor::OnCancel() {
+  // Before the lock: the waits it ends complete into Complete(), which
+  // takes it.
+  cancel_->Cancel();
   absl::MutexLock lock(&mu_);
   broken_ = true;
   ReleaseSession();

@@ -21,9 +21,9 @@ namespace gpustream::rpc {
 // ServerLimits; the defaults are safe where it does not.
 struct SubmitStreamOptions {
   // Bytes that admitted ReadBuffer commands promise and that have not yet
-  // been written to the client (ServerLimits.max_pending_result_bytes). A
-  // read that would take the stream past it is refused with
-  // RESOURCE_EXHAUSTED.
+  // been written to the client, over all of a session's streams and unary
+  // ReadBuffer calls (ServerLimits.max_pending_result_bytes). A read that
+  // would take the session past it is refused with RESOURCE_EXHAUSTED.
   uint64_t max_pending_result_bytes = uint64_t{256} << 20;
   // The server's max send message size (ServerLimits.max_message_bytes).
   // Every SubmitResponse stays under it and under kMaxResponseBytes, so the
@@ -44,8 +44,9 @@ struct SubmitStreamOptions {
 //  - at most kMaxInflight waiting or data-carrying commands not completed
 //    (more are refused with RESOURCE_EXHAUSTED);
 //  - at most max_pending_result_bytes promised by admitted reads and not yet
-//    written (more reads are refused with RESOURCE_EXHAUSTED naming the
-//    limit and the current use);
+//    written, counted over all of the session's streams and unary
+//    ReadBuffer calls (Session::pending_results(); more reads are refused
+//    with RESOURCE_EXHAUSTED naming the limit and the current use);
 //  - other results awaiting the client: past kPauseReadingBytes of them the
 //    reactor stops reading requests until the client has read them (flow
 //    control instead of refusal, since plain commands always run);
@@ -116,7 +117,9 @@ class SubmitReactor
   bool HasUnsent() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Frees every queued result (the stream is broken).
   void DropUnsent() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // pending_result_bytes_ += bytes, and the daemon-wide gauge with it.
+  // pending_result_bytes_ += bytes, and the daemon-wide gauge with it; a
+  // negative change also gives the bytes back to the session's
+  // pending_results() (a positive one follows its TryTake).
   void ChangePendingResultLocked(int64_t bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeWriteOrFinish() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -127,6 +130,10 @@ class SubmitReactor
   // Serialized bytes one SubmitResponse may take.
   const uint64_t response_budget_;
   metrics::Metrics* const metrics_;  // May be null.
+  // Fired once the client is gone: the stream's waiting commands end at
+  // once (their results would never be read) and the stream can finish.
+  const session::Session::Cancel cancel_ =
+      std::make_shared<session::CallCancel>();
   // Owned by the read in flight; read by OnReadDone, which takes mu_ before
   // looking at it (the hand-off from gRPC's thread is then visible to TSan).
   v1::SubmitRequest request_;

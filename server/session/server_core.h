@@ -147,17 +147,21 @@ class ServerCore {
 
 // Runs a session operation with the uniform asynchronous signature, whether
 // the Session method is synchronous (returns a status) or takes `done`.
+// `cancel` (may be null) ends a waiting operation when its caller goes away.
 template <typename Req, typename Resp>
 void Invoke(Session& session, absl::Status (Session::*op)(const Req&, Resp*),
-            const Req& req, Resp* resp, Session::Done done) {
+            const Req& req, Resp* resp, Session::Done done,
+            const Session::Cancel& = nullptr) {
   done((session.*op)(req, resp));
 }
 
 template <typename Req, typename Resp>
 void Invoke(Session& session,
-            void (Session::*op)(const Req&, Resp*, Session::Done),
-            const Req& req, Resp* resp, Session::Done done) {
-  (session.*op)(req, resp, std::move(done));
+            void (Session::*op)(const Req&, Resp*, Session::Done,
+                                const Session::Cancel&),
+            const Req& req, Resp* resp, Session::Done done,
+            const Session::Cancel& cancel = nullptr) {
+  (session.*op)(req, resp, std::move(done), cancel);
 }
 
 }  // namespace gpustream::session

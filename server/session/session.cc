@@ -285,7 +285,8 @@ absl::Status Session::CreateQueue(const v1::CreateQueueRequest& req,
 }
 
 void Session::DestroyQueue(const v1::DestroyQueueRequest& req,
-                           v1::DestroyQueueResponse*, Done done) {
+                           v1::DestroyQueueResponse*, Done done,
+                           const Cancel& cancel) {
   if (req.queue_id() == default_queue_id_) {
     done(absl::FailedPreconditionError(
         "queue_id names the default queue; it lives as long as the "
@@ -316,9 +317,13 @@ void Session::DestroyQueue(const v1::DestroyQueueRequest& req,
   // The callback holds the last reference: once the queue's pending work
   // has run, the caller hears of it and the device's cleanup thread
   // releases the native queue (never this callback's thread).
+  // A caller that goes away hears nothing more; the queue still drains and
+  // goes.
+  auto timed = std::make_shared<TimedDone>(std::move(done), ctx_.timer);
+  TimedDone::EndOnCancel(timed, cancel, QueueName(req.queue_id()));
   Queue* raw = queue->get();
-  raw->OnIdle([queue = *std::move(queue), done = std::move(done),
-               parked_calls = parked_, parked, tenant = ctx_.tenant,
+  raw->OnIdle([queue = *std::move(queue), timed, parked_calls = parked_, parked,
+               tenant = ctx_.tenant,
                draining = draining_queues_](absl::Status s) mutable {
     parked_calls->Unpark(parked);
     queue.reset();
@@ -330,7 +335,7 @@ void Session::DestroyQueue(const v1::DestroyQueueRequest& req,
     const bool ended = s.code() == absl::StatusCode::kCancelled ||
                        s.code() == absl::StatusCode::kAborted ||
                        s.code() == absl::StatusCode::kUnavailable;
-    done(ended ? s : absl::OkStatus());
+    timed->Finish(ended ? s : absl::OkStatus());
   });
 }
 
@@ -342,7 +347,8 @@ absl::Status Session::ClosedReason() {
 }
 
 void Session::SynchronizeQueue(const v1::SynchronizeQueueRequest& req,
-                               v1::SynchronizeQueueResponse*, Done done) {
+                               v1::SynchronizeQueueResponse*, Done done,
+                               const Cancel& cancel) {
   auto queue = Find<Queue>(req.queue_id(), "queue_id");
   if (!queue.ok()) {
     done(queue.status());
@@ -367,9 +373,11 @@ void Session::SynchronizeQueue(const v1::SynchronizeQueueRequest& req,
       (*queue)->OnIdle([timed, charge = *std::move(charge)](absl::Status s) {
         timed->Finish(std::move(s));
       });
-  // As SynchronizeEvent: a timeout leaves no watch (and no charge) behind.
+  // As SynchronizeEvent: a timeout or a cancellation leaves no watch (and
+  // no charge) behind.
   if (watch != nullptr) timed->OnFinish([watch] { watch->Cancel(); });
-  TimedDone::Arm(timed, req.timeout_ms(), QueueName(req.queue_id()), nullptr);
+  TimedDone::Arm(timed, req.timeout_ms(), QueueName(req.queue_id()));
+  TimedDone::EndOnCancel(timed, cancel, QueueName(req.queue_id()));
 }
 
 absl::Status Session::QueryQueue(const v1::QueryQueueRequest& req,
@@ -445,7 +453,8 @@ absl::Status Session::WaitEvent(const v1::WaitEventRequest& req,
 }
 
 void Session::SynchronizeEvent(const v1::SynchronizeEventRequest& req,
-                               v1::SynchronizeEventResponse*, Done done) {
+                               v1::SynchronizeEventResponse*, Done done,
+                               const Cancel& cancel) {
   auto event = Find<Event>(req.event_id(), "event_id");
   if (!event.ok()) {
     done(event.status());
@@ -469,7 +478,8 @@ void Session::SynchronizeEvent(const v1::SynchronizeEventRequest& req,
         parked_calls->Unpark(parked);
         timed->Finish(absl::OkStatus());
       });
-  // However the call ends (timed out, its session torn down), it leaves
+  // However the call ends (timed out, cancelled, its session torn down), it
+  // leaves
   // nothing behind: the watch and its host-wait charge go, and the backend
   // forgets the watch unrun. Armed once watched (a no-op if it finished
   // already).
@@ -480,7 +490,9 @@ void Session::SynchronizeEvent(const v1::SynchronizeEventRequest& req,
     });
   }
   TimedDone::Arm(timed, req.timeout_ms(),
-                 absl::StrCat("event_id ", req.event_id()), nullptr);
+                 absl::StrCat("event_id ", req.event_id()));
+  TimedDone::EndOnCancel(timed, cancel,
+                         absl::StrCat("event_id ", req.event_id()));
 }
 
 absl::Status Session::QueryEvent(const v1::QueryEventRequest& req,
@@ -550,7 +562,8 @@ absl::Status Session::ReadFlag(const v1::ReadFlagRequest& req,
 }
 
 void Session::WaitFlag(const v1::WaitFlagRequest& req,
-                       v1::WaitFlagResponse* resp, Done done) {
+                       v1::WaitFlagResponse* resp, Done done,
+                       const Cancel& cancel) {
   auto flag = Find<Flag>(req.flag_id(), "flag_id");
   if (!flag.ok()) {
     done(flag.status());
@@ -576,9 +589,11 @@ void Session::WaitFlag(const v1::WaitFlagRequest& req,
                            if (value.ok()) resp->set_value(*value);
                            timed->FinishClaimed(value.status());
                          });
-  TimedDone::Arm(timed, req.timeout_ms(),
-                 absl::StrCat("wait on flag_id ", req.flag_id()),
-                 [flag = *flag, wait_id] { flag->CancelWait(wait_id); });
+  // However the call ends, the flag forgets the wait (and its charge).
+  timed->OnFinish([flag = *flag, wait_id] { flag->CancelWait(wait_id); });
+  const std::string what = absl::StrCat("wait on flag_id ", req.flag_id());
+  TimedDone::Arm(timed, req.timeout_ms(), what);
+  TimedDone::EndOnCancel(timed, cancel, what);
 }
 
 absl::Status Session::WaitHostValue(const v1::WaitHostValueRequest& req,
@@ -708,7 +723,8 @@ absl::Status Session::WriteBuffer(const v1::WriteBufferRequest& req,
 }
 
 void Session::ReadBuffer(const v1::ReadBufferRequest& req,
-                         v1::ReadBufferResponse* resp, Done done) {
+                         v1::ReadBufferResponse* resp, Done done,
+                         const Cancel& cancel) {
   auto queue = FindLiveQueue(req.queue_id());
   if (!queue.ok()) {
     done(queue.status());
@@ -721,15 +737,25 @@ void Session::ReadBuffer(const v1::ReadBufferRequest& req,
     return;
   }
   // The backend calls the callback only when the read was enqueued; if it
-  // refuses the read at once, `done` comes back for the refusal.
-  auto shared_done = std::make_shared<Done>(std::move(done));
-  absl::Status enqueued = (*queue)->Read(
-      *std::move(buffer), req.offset(), req.size(),
-      [resp, shared_done](absl::StatusOr<std::string> data) mutable {
-        if (data.ok()) *resp->mutable_data() = *std::move(data);
-        (*shared_done)(data.status());
-      });
-  if (!enqueued.ok()) (*shared_done)(std::move(enqueued));
+  // refuses the read at once, `done` comes back for the refusal. A caller
+  // that goes away is answered at once; the read's data, when it comes, is
+  // dropped.
+  auto timed = std::make_shared<TimedDone>(std::move(done), ctx_.timer);
+  absl::Status enqueued =
+      (*queue)->Read(*std::move(buffer), req.offset(), req.size(),
+                     [resp, timed](absl::StatusOr<std::string> data) mutable {
+                       // Claim first: once a cancellation has finished the
+                       // call, `resp` may be gone.
+                       if (!timed->Claim()) return;
+                       if (data.ok()) *resp->mutable_data() = *std::move(data);
+                       timed->FinishClaimed(data.status());
+                     });
+  if (!enqueued.ok()) {
+    timed->Finish(std::move(enqueued));
+    return;
+  }
+  TimedDone::EndOnCancel(timed, cancel,
+                         absl::StrCat("read of buffer_id ", req.buffer_id()));
 }
 
 absl::Status Session::CopyBuffer(const v1::CopyBufferRequest& req,

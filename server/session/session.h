@@ -17,10 +17,12 @@
 #include "proto/gpustream/v1/gpustream.pb.h"
 #include "server/backend/device.h"
 #include "server/modules/module_registry.h"
+#include "server/session/call_cancel.h"
 #include "server/session/graph_recorder.h"
 #include "server/session/notification_hub.h"
 #include "server/session/object_table.h"
 #include "server/session/parked_calls.h"
+#include "server/session/result_budget.h"
 #include "server/share/share_tickets.h"
 #include "server/tenants/tenant.h"
 #include "server/util/timer_thread.h"
@@ -74,10 +76,14 @@ struct SessionContext {
 // the codes of the error table (proto/gpustream/v1/gpustream.proto) naming the
 // offending field. Operations that wait take a `done` callback, which may run
 // on any thread (at once if nothing needs waiting for); `response` must stay
-// valid until `done` runs. Operations never block on device work. Thread-safe.
+// valid until `done` runs. They also take the call's `cancel`: once it fires
+// they finish (CANCELLED) and release what the wait held, at once. Operations
+// never block on device work. Thread-safe.
 class Session {
  public:
   using Done = absl::AnyInvocable<void(absl::Status)>;
+  // Fired when the caller of a waiting operation goes away; may be null.
+  using Cancel = std::shared_ptr<CallCancel>;
 
   // Creates the session and its default queue.
   static absl::StatusOr<std::shared_ptr<Session>> Create(std::string id,
@@ -102,13 +108,18 @@ class Session {
                                          : absl::StrCat("queue_id ", queue_id);
   }
   NotificationHub& notifications() { return *notifications_; }
+  // Read-result bytes in flight over all of the session's calls and
+  // streams; the transport (rpc/) takes and gives them.
+  ResultBudget& pending_results() { return pending_results_; }
 
   absl::Status CreateQueue(const v1::CreateQueueRequest& req,
                            v1::CreateQueueResponse* resp);
   void DestroyQueue(const v1::DestroyQueueRequest& req,
-                    v1::DestroyQueueResponse* resp, Done done);
+                    v1::DestroyQueueResponse* resp, Done done,
+                    const Cancel& cancel = nullptr);
   void SynchronizeQueue(const v1::SynchronizeQueueRequest& req,
-                        v1::SynchronizeQueueResponse* resp, Done done);
+                        v1::SynchronizeQueueResponse* resp, Done done,
+                        const Cancel& cancel = nullptr);
   absl::Status QueryQueue(const v1::QueryQueueRequest& req,
                           v1::QueryQueueResponse* resp);
   absl::Status WaitQueue(const v1::WaitQueueRequest& req,
@@ -123,7 +134,8 @@ class Session {
   absl::Status WaitEvent(const v1::WaitEventRequest& req,
                          v1::WaitEventResponse* resp);
   void SynchronizeEvent(const v1::SynchronizeEventRequest& req,
-                        v1::SynchronizeEventResponse* resp, Done done);
+                        v1::SynchronizeEventResponse* resp, Done done,
+                        const Cancel& cancel = nullptr);
   absl::Status QueryEvent(const v1::QueryEventRequest& req,
                           v1::QueryEventResponse* resp);
   absl::Status EventElapsedTime(const v1::EventElapsedTimeRequest& req,
@@ -138,7 +150,7 @@ class Session {
   absl::Status ReadFlag(const v1::ReadFlagRequest& req,
                         v1::ReadFlagResponse* resp);
   void WaitFlag(const v1::WaitFlagRequest& req, v1::WaitFlagResponse* resp,
-                Done done);
+                Done done, const Cancel& cancel = nullptr);
   absl::Status WaitHostValue(const v1::WaitHostValueRequest& req,
                              v1::WaitHostValueResponse* resp);
   absl::Status WriteFlag(const v1::WriteFlagRequest& req,
@@ -154,7 +166,8 @@ class Session {
   absl::Status WriteBuffer(const v1::WriteBufferRequest& req,
                            v1::WriteBufferResponse* resp);
   void ReadBuffer(const v1::ReadBufferRequest& req,
-                  v1::ReadBufferResponse* resp, Done done);
+                  v1::ReadBufferResponse* resp, Done done,
+                  const Cancel& cancel = nullptr);
   absl::Status CopyBuffer(const v1::CopyBufferRequest& req,
                           v1::CopyBufferResponse* resp);
   absl::Status FillBuffer(const v1::FillBufferRequest& req,
@@ -276,6 +289,7 @@ class Session {
   const std::shared_ptr<ParkedCalls> parked_ = std::make_shared<ParkedCalls>();
   std::atomic<int64_t> last_used_ns_{absl::GetCurrentTimeNanos()};
   std::atomic<int> open_streams_{0};
+  ResultBudget pending_results_;
 
   absl::Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;

@@ -4,19 +4,22 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "server/session/call_cancel.h"
 #include "server/util/timer_thread.h"
 
 namespace gpustream::session {
 
-// Wraps the `done` of a waiting operation (synchronize, wait flag): the
-// first of Finish() and the timeout wins, later ones do nothing. A timeout
-// does not cancel the work waited for. Shared between the completion path
-// and the timer; thread-safe.
+// Wraps the `done` of a waiting operation (synchronize, wait flag, read,
+// destroy queue): the first of Finish(), the timeout and the caller's
+// cancellation wins, later ones do nothing. Neither a timeout nor a
+// cancellation cancels the work waited for. Shared between the completion
+// path, the timer and the transport; thread-safe.
 class TimedDone {
  public:
   using Done = absl::AnyInvocable<void(absl::Status)>;
@@ -24,15 +27,20 @@ class TimedDone {
   TimedDone(Done done, util::TimerThread* timer)
       : done_(std::move(done)), timer_(timer) {}
 
-  // Arms the timeout (none when `timeout_ms` is 0). `on_timeout` runs, on
-  // the timer thread, before done(DEADLINE_EXCEEDED naming `what`), and
-  // only if the timeout wins.
+  // Arms the timeout (none when `timeout_ms` is 0): done(DEADLINE_EXCEEDED
+  // naming `what`) on the timer thread if the timeout wins.
   static void Arm(const std::shared_ptr<TimedDone>& self, uint32_t timeout_ms,
-                  std::string what, absl::AnyInvocable<void()> on_timeout);
+                  std::string what);
+  // Finishes with CANCELLED naming `what` when `cancel` fires (the caller
+  // went away); nothing when `cancel` is null.
+  static void EndOnCancel(const std::shared_ptr<TimedDone>& self,
+                          const std::shared_ptr<CallCancel>& cancel,
+                          std::string what);
 
   // Runs `cleanup` when the call finishes, whatever finishes it (its work,
-  // the timeout, a teardown), before `done`; not at all if it has finished
-  // already. For what the call leaves registered elsewhere (a watch).
+  // the timeout, the caller's cancellation, a teardown), before `done`; at
+  // once if it has finished already. For what the call leaves registered
+  // elsewhere (a watch, a flag wait). Cleanups run in registration order.
   void OnFinish(absl::AnyInvocable<void()> cleanup);
 
   // Runs `done` with `status` unless it already ran.
@@ -49,7 +57,7 @@ class TimedDone {
   absl::Mutex mu_;
   bool claimed_ ABSL_GUARDED_BY(mu_) = false;
   Done done_ ABSL_GUARDED_BY(mu_);
-  absl::AnyInvocable<void()> cleanup_ ABSL_GUARDED_BY(mu_);
+  std::vector<absl::AnyInvocable<void()>> cleanups_ ABSL_GUARDED_BY(mu_);
   util::TimerThread* const timer_;
   util::TimerThread::Id timer_id_ ABSL_GUARDED_BY(mu_) = 0;
 };

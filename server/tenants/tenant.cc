@@ -166,6 +166,7 @@ void Tenant::Describe(v1::TenantStats* stats) const {
   stats->set_tenant(name_);
   stats->set_sessions(sessions());
   stats->set_queues(queues());
+  stats->set_host_waits(waits());
   stats->set_memory_bytes(memory_bytes());
   stats->set_inflight_commands(
       static_cast<uint64_t>(std::max<int64_t>(totals.inflight_commands, 0)));
