@@ -36,6 +36,7 @@ namespace gpustream {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using SubmitStream =
     grpc::ClientReaderWriter<v1::SubmitRequest, v1::SubmitResponse>;
 
@@ -337,6 +338,8 @@ TEST_F(StreamBoundsTest, ThePendingLimitCountsEveryStreamAndReadOfASession) {
   EXPECT_THAT(resp.results(0).status().message(),
               HasSubstr("max_pending_result_bytes"));
   EXPECT_THAT(resp.results(0).status().message(), HasSubstr(use));
+  EXPECT_THAT(resp.results(0).status().message(), Not(HasSubstr(session_id_)))
+      << "the session id is a secret";
 
   v1::ReadBufferRequest read;
   read.set_session_id(session_id_);
@@ -351,6 +354,7 @@ TEST_F(StreamBoundsTest, ThePendingLimitCountsEveryStreamAndReadOfASession) {
       << unary.error_message();
   EXPECT_THAT(unary.error_message(), HasSubstr("max_pending_result_bytes"));
   EXPECT_THAT(unary.error_message(), HasSubstr(use));
+  EXPECT_THAT(unary.error_message(), Not(HasSubstr(session_id_)));
 
   // Once the first stream's results are out, the session reads again.
   req.clear_commands();
@@ -502,6 +506,11 @@ TEST_F(StreamBoundsTest,
   ASSERT_GT(rss_before, 0u);
 
   for (uint64_t round = 0; round < 4; ++round) {
+    // The session's read budget is shared by its streams: the previous
+    // round's cancelled stream must have given its bytes back.
+    ASSERT_TRUE(PollUntil(absl::Seconds(10), [&] {
+      return pending_result_bytes() == 0;
+    })) << pending_result_bytes();
     const bool reads_ran = round % 2 == 0;
     const uint64_t flag = 100 + round;
     grpc::ClientContext ctx;

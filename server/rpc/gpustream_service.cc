@@ -88,14 +88,15 @@ grpc::ServerUnaryReactor* RunOp(
   if (!session->pending_results().TryTake(req.size(),
                                           limits.max_pending_result_bytes)) {
     return Finished(
-        ctx, absl::ResourceExhaustedError(absl::StrCat(
-                 "a read of ", req.size(),
-                 " bytes would exceed max_pending_result_bytes (",
-                 limits.max_pending_result_bytes, ") of session ",
-                 session->id(), ": ", session->pending_results().used(),
-                 " bytes of earlier reads (on its streams and ReadBuffer "
-                 "calls) are not yet sent; collect those results first, or "
-                 "read in smaller pieces")));
+        ctx,
+        absl::ResourceExhaustedError(absl::StrCat(
+            "a read of ", req.size(),
+            " bytes would exceed max_pending_result_bytes (",
+            limits.max_pending_result_bytes, ") of session ",
+            session->owner().public_id, ": ", session->pending_results().used(),
+            " bytes of earlier reads (on its streams and ReadBuffer "
+            "calls) are not yet sent; collect those results first, or "
+            "read in smaller pieces")));
   }
   return RunWaiting(new WaitingCall(session, req.size()), *session, op, req,
                     resp);

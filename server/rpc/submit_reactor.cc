@@ -259,8 +259,8 @@ void SubmitReactor::Run(Session& session, uint64_t seq, Op op, const Req& req,
       refused = absl::ResourceExhaustedError(absl::StrCat(
           "command seq ", seq, ": a read of ", promised,
           " bytes would exceed max_pending_result_bytes (",
-          max_pending_result_bytes_, ") of session ", session.id(), ": ",
-          session.pending_results().used(),
+          max_pending_result_bytes_, ") of session ", session.owner().public_id,
+          ": ", session.pending_results().used(),
           " bytes of earlier reads (on its streams and ReadBuffer calls) "
           "are not yet sent; read those results first, or read in smaller "
           "pieces"));
@@ -427,12 +427,15 @@ void SubmitReactor::OnWriteDone(bool ok) {
 }
 
 void SubmitReactor::OnCancel() {
-  // Before the lock: the waits it ends complete into Complete(), which
+  {
+    absl::MutexLock lock(&mu_);
+    broken_ = true;  // First: the waits ended below queue no results.
+    ReleaseSession();
+  }
+  // Outside the lock: the waits it ends complete into Complete(), which
   // takes it.
   cancel_->Cancel();
   absl::MutexLock lock(&mu_);
-  broken_ = true;
-  ReleaseSession();
   MaybeWriteOrFinish();
 }
 
