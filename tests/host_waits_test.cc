@@ -6,6 +6,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,38 @@ namespace {
 
 using grpc::StatusCode;
 using testing::TenancyTest;
+
+// One asynchronous unary call: its context, status, reader and response.
+struct AsyncCall {
+  std::unique_ptr<grpc::ClientContext> ctx;
+  grpc::Status status;
+  std::shared_ptr<void> reader_and_response;
+
+  // Frees it now, the reader first (it lives in the call's arena, which the
+  // context's destruction frees).
+  void Release() {
+    reader_and_response.reset();
+    ctx.reset();
+  }
+};
+
+// Starts `rpc(req)` on `call` (its context set), completing to `tag`.
+template <typename Req, typename Resp>
+void StartAsync(v1::GpuStream::Stub* stub,
+                std::unique_ptr<grpc::ClientAsyncResponseReader<Resp>> (
+                    v1::GpuStream::Stub::*rpc)(grpc::ClientContext*, const Req&,
+                                               grpc::CompletionQueue*),
+                const Req& req, grpc::CompletionQueue* cq, void* tag,
+                AsyncCall& call) {
+  struct Held {
+    std::unique_ptr<grpc::ClientAsyncResponseReader<Resp>> reader;
+    Resp resp;
+  };
+  auto held = std::make_shared<Held>();
+  held->reader = (stub->*rpc)(call.ctx.get(), req, cq);
+  held->reader->Finish(&held->resp, &call.status, tag);
+  call.reader_and_response = std::move(held);
+}
 
 TEST_P(TenancyTest, QueuesDestroyedWhileParkedAreBoundedAndCostNoThreads) {
   const v1::OpenSessionResponse alice = Open("alice");
@@ -103,64 +136,41 @@ TEST_P(TenancyTest, QueuesDestroyedWhileParkedAreBoundedAndCostNoThreads) {
 TEST_P(TenancyTest, TimedOutSynchronizesLeaveNoWatchBehind) {
   const v1::OpenSessionResponse alice = Open("alice");
   ASSERT_NO_FATAL_FAILURE(Gate(alice, "alice"));  // Flag 1, never signalled.
-  v1::CreateEventRequest create;
-  create.set_session_id(alice.session_id());
-  create.set_id(2);
-  v1::CreateEventResponse created;
-  ASSERT_TRUE(stub_->CreateEvent(As("alice").get(), create, &created).ok());
-  v1::RecordEventRequest record;  // Behind the gate: never completes.
-  record.set_session_id(alice.session_id());
-  record.set_queue_id(alice.default_queue_id());
-  record.set_event_id(2);
-  v1::RecordEventResponse recorded;
-  ASSERT_TRUE(stub_->RecordEvent(As("alice").get(), record, &recorded).ok());
+  ASSERT_NO_FATAL_FAILURE(EventBehindGate(alice, "alice", 2));
 
   // More timed-out waits than the tenant may have pending at once, half on
   // the event and half on the gated queue, a window of them in flight.
   constexpr int kWaits = 9000;
   constexpr int kWindow = 256;
-  struct Call {
-    std::unique_ptr<grpc::ClientContext> ctx;
-    grpc::Status status;
-    v1::SynchronizeEventResponse event_resp;
-    v1::SynchronizeQueueResponse queue_resp;
-    std::unique_ptr<
-        grpc::ClientAsyncResponseReader<v1::SynchronizeEventResponse>>
-        event_call;
-    std::unique_ptr<
-        grpc::ClientAsyncResponseReader<v1::SynchronizeQueueResponse>>
-        queue_call;
-  };
   grpc::CompletionQueue cq;
-  std::vector<Call> calls(kWaits);
+  std::vector<AsyncCall> calls(kWaits);
   int started = 0, finished = 0, timed_out = 0;
   std::string first_other;  // The first answer that was not the timeout.
   auto start = [&](int i) {
-    Call& c = calls[i];
+    AsyncCall& c = calls[i];
     c.ctx = As("alice");
+    void* tag = reinterpret_cast<void*>(intptr_t{i});
     if (i % 2 == 0) {
       v1::SynchronizeEventRequest req;
       req.set_session_id(alice.session_id());
       req.set_event_id(2);
       req.set_timeout_ms(1);
-      c.event_call = stub_->AsyncSynchronizeEvent(c.ctx.get(), req, &cq);
-      c.event_call->Finish(&c.event_resp, &c.status,
-                           reinterpret_cast<void*>(intptr_t{i}));
+      StartAsync(stub_.get(), &v1::GpuStream::Stub::AsyncSynchronizeEvent, req,
+                 &cq, tag, c);
     } else {
       v1::SynchronizeQueueRequest req;
       req.set_session_id(alice.session_id());
       req.set_queue_id(alice.default_queue_id());
       req.set_timeout_ms(1);
-      c.queue_call = stub_->AsyncSynchronizeQueue(c.ctx.get(), req, &cq);
-      c.queue_call->Finish(&c.queue_resp, &c.status,
-                           reinterpret_cast<void*>(intptr_t{i}));
+      StartAsync(stub_.get(), &v1::GpuStream::Stub::AsyncSynchronizeQueue, req,
+                 &cq, tag, c);
     }
   };
   while (started < std::min(kWindow, kWaits)) start(started++);
   void* tag;
   bool ok;
   while (finished < kWaits && cq.Next(&tag, &ok)) {
-    Call& c = calls[reinterpret_cast<intptr_t>(tag)];
+    AsyncCall& c = calls[reinterpret_cast<intptr_t>(tag)];
     ++finished;
     // The daemon's timeout, not the client's deadline.
     const bool daemon_timed_out =
@@ -172,11 +182,7 @@ TEST_P(TenancyTest, TimedOutSynchronizesLeaveNoWatchBehind) {
           absl::StrCat("wait ", reinterpret_cast<intptr_t>(tag), ": ",
                        c.status.error_code(), " ", c.status.error_message());
     }
-    // Its memory goes now, not at the end: the readers first (they live in
-    // the call's arena, which the context's destruction frees).
-    c.event_call.reset();
-    c.queue_call.reset();
-    c.ctx.reset();
+    c.Release();  // Its memory goes now, not at the end.
     if (started < kWaits) start(started++);
   }
   cq.Shutdown();
@@ -214,17 +220,7 @@ TEST_P(TenancyTest, AbandonedUnaryWaitsAreReleasedAtOnce) {
   }
   const v1::OpenSessionResponse alice = Open("alice");
   ASSERT_NO_FATAL_FAILURE(Gate(alice, "alice"));  // Flag 1, never signalled.
-  v1::CreateEventRequest create;
-  create.set_session_id(alice.session_id());
-  create.set_id(2);
-  v1::CreateEventResponse created;
-  ASSERT_TRUE(stub_->CreateEvent(As("alice").get(), create, &created).ok());
-  v1::RecordEventRequest record;  // Behind the gate: never completes.
-  record.set_session_id(alice.session_id());
-  record.set_queue_id(alice.default_queue_id());
-  record.set_event_id(2);
-  v1::RecordEventResponse recorded;
-  ASSERT_TRUE(stub_->RecordEvent(As("alice").get(), record, &recorded).ok());
+  ASSERT_NO_FATAL_FAILURE(EventBehindGate(alice, "alice", 2));
   v1::AllocateBufferRequest alloc;
   alloc.set_session_id(alice.session_id());
   alloc.set_id(3);
@@ -252,36 +248,15 @@ TEST_P(TenancyTest, AbandonedUnaryWaitsAreReleasedAtOnce) {
   // (with 5 ms most expire before the daemon runs them).
   enum Kind { kWaitFlag, kSyncQueue, kSyncEvent, kRead, kDestroy };
   constexpr int kWaitFlags = 20000, kEachOther = 300;
-  struct Call {
-    std::unique_ptr<grpc::ClientContext> ctx;
-    grpc::Status status;
-    v1::WaitFlagResponse flag_resp;
-    v1::SynchronizeQueueResponse queue_resp;
-    v1::SynchronizeEventResponse event_resp;
-    v1::ReadBufferResponse read_resp;
-    v1::DestroyQueueResponse destroy_resp;
-    std::unique_ptr<grpc::ClientAsyncResponseReader<v1::WaitFlagResponse>>
-        flag_call;
-    std::unique_ptr<
-        grpc::ClientAsyncResponseReader<v1::SynchronizeQueueResponse>>
-        queue_call;
-    std::unique_ptr<
-        grpc::ClientAsyncResponseReader<v1::SynchronizeEventResponse>>
-        event_call;
-    std::unique_ptr<grpc::ClientAsyncResponseReader<v1::ReadBufferResponse>>
-        read_call;
-    std::unique_ptr<grpc::ClientAsyncResponseReader<v1::DestroyQueueResponse>>
-        destroy_call;
-  };
   int destroys_started = 0;
   // Runs `kinds`, a window of them at a time; the calls that ended
   // DEADLINE_EXCEEDED, and in `first_other` the first that did not.
   std::string first_other;
   auto abandon = [&](const std::vector<Kind>& kinds) {
     grpc::CompletionQueue cq;
-    std::vector<Call> calls(kinds.size());
+    std::vector<AsyncCall> calls(kinds.size());
     auto start = [&](size_t i) {
-      Call& c = calls[i];
+      AsyncCall& c = calls[i];
       c.ctx = As("alice");
       c.ctx->set_deadline(std::chrono::system_clock::now() +
                           std::chrono::milliseconds(25));
@@ -292,24 +267,24 @@ TEST_P(TenancyTest, AbandonedUnaryWaitsAreReleasedAtOnce) {
           req.set_session_id(alice.session_id());
           req.set_flag_id(1);
           req.set_value(1);
-          c.flag_call = stub_->AsyncWaitFlag(c.ctx.get(), req, &cq);
-          c.flag_call->Finish(&c.flag_resp, &c.status, tag);
+          StartAsync(stub_.get(), &v1::GpuStream::Stub::AsyncWaitFlag, req, &cq,
+                     tag, c);
           break;
         }
         case kSyncQueue: {
           v1::SynchronizeQueueRequest req;
           req.set_session_id(alice.session_id());
           req.set_queue_id(alice.default_queue_id());
-          c.queue_call = stub_->AsyncSynchronizeQueue(c.ctx.get(), req, &cq);
-          c.queue_call->Finish(&c.queue_resp, &c.status, tag);
+          StartAsync(stub_.get(), &v1::GpuStream::Stub::AsyncSynchronizeQueue,
+                     req, &cq, tag, c);
           break;
         }
         case kSyncEvent: {
           v1::SynchronizeEventRequest req;
           req.set_session_id(alice.session_id());
           req.set_event_id(2);
-          c.event_call = stub_->AsyncSynchronizeEvent(c.ctx.get(), req, &cq);
-          c.event_call->Finish(&c.event_resp, &c.status, tag);
+          StartAsync(stub_.get(), &v1::GpuStream::Stub::AsyncSynchronizeEvent,
+                     req, &cq, tag, c);
           break;
         }
         case kRead: {
@@ -318,16 +293,16 @@ TEST_P(TenancyTest, AbandonedUnaryWaitsAreReleasedAtOnce) {
           req.set_queue_id(alice.default_queue_id());
           req.set_buffer_id(3);
           req.set_size(64 << 10);
-          c.read_call = stub_->AsyncReadBuffer(c.ctx.get(), req, &cq);
-          c.read_call->Finish(&c.read_resp, &c.status, tag);
+          StartAsync(stub_.get(), &v1::GpuStream::Stub::AsyncReadBuffer, req,
+                     &cq, tag, c);
           break;
         }
         case kDestroy: {
           v1::DestroyQueueRequest req;
           req.set_session_id(alice.session_id());
           req.set_queue_id(100 + destroys_started++);
-          c.destroy_call = stub_->AsyncDestroyQueue(c.ctx.get(), req, &cq);
-          c.destroy_call->Finish(&c.destroy_resp, &c.status, tag);
+          StartAsync(stub_.get(), &v1::GpuStream::Stub::AsyncDestroyQueue, req,
+                     &cq, tag, c);
           break;
         }
       }
@@ -340,7 +315,7 @@ TEST_P(TenancyTest, AbandonedUnaryWaitsAreReleasedAtOnce) {
     bool ok;
     while (finished < kinds.size() && cq.Next(&tag, &ok)) {
       const size_t i = reinterpret_cast<size_t>(tag);
-      Call& c = calls[i];
+      AsyncCall& c = calls[i];
       ++finished;
       if (c.status.error_code() == StatusCode::DEADLINE_EXCEEDED) {
         ++deadline_exceeded;
@@ -349,12 +324,7 @@ TEST_P(TenancyTest, AbandonedUnaryWaitsAreReleasedAtOnce) {
                                    "): ", c.status.error_code(), " ",
                                    c.status.error_message());
       }
-      c.flag_call.reset();
-      c.queue_call.reset();
-      c.event_call.reset();
-      c.read_call.reset();
-      c.destroy_call.reset();
-      c.ctx.reset();
+      c.Release();
       if (started < kinds.size()) start(started++);
     }
     cq.Shutdown();

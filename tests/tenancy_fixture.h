@@ -99,6 +99,23 @@ class TenancyTest : public BackendDaemonTest {
     ASSERT_TRUE(stub_->WaitHostValue(As(tenant).get(), wait, &waiting).ok());
   }
 
+  // Event `event_id` of `s`, recorded behind its gate: it never completes
+  // while the gate holds.
+  void EventBehindGate(const v1::OpenSessionResponse& s,
+                       const std::string& tenant, uint64_t event_id) {
+    v1::CreateEventRequest create;
+    create.set_session_id(s.session_id());
+    create.set_id(event_id);
+    v1::CreateEventResponse created;
+    ASSERT_TRUE(stub_->CreateEvent(As(tenant).get(), create, &created).ok());
+    v1::RecordEventRequest record;
+    record.set_session_id(s.session_id());
+    record.set_queue_id(s.default_queue_id());
+    record.set_event_id(event_id);
+    v1::RecordEventResponse recorded;
+    ASSERT_TRUE(stub_->RecordEvent(As(tenant).get(), record, &recorded).ok());
+  }
+
   // Signals the gate's flag to `flag_value`.
   void Ungate(const v1::OpenSessionResponse& s, const std::string& tenant,
               uint64_t flag_value) {
