@@ -57,10 +57,10 @@ phase "skip check (asan)" skip_check --config=asan
 phase "bazel test --config=tsan" bazel test "${gpu_flags[@]}" --config=tsan \
   --build_tests_only -- //... -//client/python:gpustream_test
 phase "skip check (tsan)" skip_check --config=tsan
-# The seven fuzz targets, four at a time, 30 seconds each (the phase must
+# The seven fuzz targets, four at a time, 15 seconds each (the phase must
 # fit the test command's time on two cores; tools/fuzz.sh alone fuzzes
 # longer).
-phase "fuzz (short)" bash tools/fuzz.sh --seconds 30 --parallel 4
+phase "fuzz (short)" bash tools/fuzz.sh --seconds 15 --parallel 4
 # Not the Python client's suite: it drives the CPU backend, the same in a
 # build without CUDA, and ran in the default and ASan phases above.
 phase "bazel test --config=nocuda" bazel test --config=nocuda \

@@ -128,8 +128,19 @@ std::vector<std::string> BackendsUnderTest() {
   return {"cpu", "cuda_fake", "cuda", "hip_fake", "hip"};
 }
 
+// Whether this binary is instrumented (the test command's ASan and TSan
+// phases; --config=tsan sets GPUSTREAM_TSAN for its tests).
+bool UnderSanitizer() {
+#if defined(__SANITIZE_ADDRESS__)
+  return true;
+#else
+  return std::getenv("GPUSTREAM_TSAN") != nullptr;
+#endif
+}
+
 std::vector<std::string> BackendsAndSharingModesUnderTest() {
   std::vector<std::string> all = BackendsUnderTest();
+  if (UnderSanitizer()) return all;
   for (const char* cuda : {"cuda_fake", "cuda"}) {
     for (absl::string_view mode : kSharingModes) {
       all.push_back(absl::StrCat(cuda, mode));

@@ -23,7 +23,11 @@ std::vector<std::string> BackendsUnderTest();
 // as Device::CreateContext makes it) and "<cuda backend>_sm_partitions"
 // (every queue on an SM partition of two-thirds of the device, as
 // Device::PartitionSms({2, 1}) makes it). The other names of this file
-// take these too.
+// take these too. Under the sanitizers, BackendsUnderTest() alone: a mode
+// changes which contexts and SM partitions the daemon makes, which the
+// default build proves in every mode (and gpu_sharing_test under the
+// sanitizers too), not the paths ASan and TSan watch; leaving them out
+// keeps the test command within its time on two cores.
 std::vector<std::string> BackendsAndSharingModesUnderTest();
 
 // The backend a name of BackendsUnderTest() runs ("cuda_fake" for
