@@ -620,8 +620,33 @@ void SessionCore::RecoverLostHostFuncs() {
     std::sort(due.begin(), due.end(), [](const HostFunc& a, const HostFunc& b) {
       return a.flags.ticket < b.flags.ticket;
     });
+    recovered_host_funcs_ += static_cast<int>(due.size());
     for (HostFunc& host_func : due) RunHostFunc(std::move(host_func));
   }
+}
+
+void SessionCore::HandleNotification(const v1::Notification& notification) {
+  if (notification.has_notifications_dropped()) {
+    // The daemon could not keep or send them (host functions ran long, or
+    // a stream broke for longer than its replay reaches). The host
+    // functions among the dropped ones are found by their reached flags;
+    // the others were informational (queue errors also come from
+    // synchronize).
+    RecoverLostHostFuncs();
+    return;
+  }
+  if (!notification.has_host_func_reached()) return;
+  HostFunc host_func;
+  {
+    absl::MutexLock lock(&mu_);
+    // Absent when it ran already: a replayed notification, or one a
+    // recovery found first.
+    auto it = host_funcs_.find(notification.host_func_reached().callback_id());
+    if (it == host_funcs_.end()) return;
+    host_func = std::move(it->second);
+    host_funcs_.erase(it);
+  }
+  RunHostFunc(std::move(host_func));
 }
 
 void SessionCore::WatchLoop() {
@@ -629,6 +654,10 @@ void SessionCore::WatchLoop() {
   request.set_session_id(session_id_);
   constexpr absl::Duration kFirstBackoff = absl::Milliseconds(10);
   absl::Duration backoff = kFirstBackoff;
+  // The id of the last notification handled: a stream opened after a break
+  // asks the daemon to replay those after it, so none sent into the broken
+  // stream is lost.
+  uint64_t handled_id = 0;
   for (;;) {
     grpc::ClientContext* context;
     {
@@ -637,31 +666,14 @@ void SessionCore::WatchLoop() {
       watch_context_ = NewClientContext(token_);
       context = watch_context_.get();
     }
+    request.set_acknowledged_id(handled_id);
     auto reader = stub_->WatchNotifications(context, request);
-    // Notifications the broken stream lost: found by the reached flags.
-    if (watch_streams_opened_.fetch_add(1) > 0) RecoverLostHostFuncs();
+    watch_streams_opened_.fetch_add(1);
     v1::Notification notification;
     while (reader->Read(&notification)) {
       backoff = kFirstBackoff;
-      if (notification.has_notifications_dropped()) {
-        // The daemon's bound on unread notifications was reached (host
-        // functions ran long). The host functions among the dropped ones
-        // are found by their reached flags; the others were informational
-        // (queue errors also come from synchronize).
-        RecoverLostHostFuncs();
-        continue;
-      }
-      if (!notification.has_host_func_reached()) continue;
-      HostFunc host_func;
-      {
-        absl::MutexLock lock(&mu_);
-        auto it =
-            host_funcs_.find(notification.host_func_reached().callback_id());
-        if (it == host_funcs_.end()) continue;
-        host_func = std::move(it->second);
-        host_funcs_.erase(it);
-      }
-      RunHostFunc(std::move(host_func));
+      HandleNotification(notification);
+      if (notification.id() != 0) handled_id = notification.id();
     }
     const grpc::Status status = reader->Finish();
     absl::MutexLock lock(&mu_);
@@ -681,8 +693,8 @@ void SessionCore::WatchLoop() {
       }
       return;
     }
-    // The stream broke: notifications published meanwhile wait in the
-    // daemon's backlog for the next one.
+    // The stream broke: the next one replays what this one did not
+    // deliver, and what is published meanwhile.
     watch_cv_.WaitWithTimeout(&mu_, backoff);
     backoff = std::min(backoff * 2, absl::Seconds(1));
   }

@@ -188,6 +188,9 @@ class SessionCore {
   // and counts the streams the watcher has opened.
   void BreakNotificationStreamForTesting();
   int notification_streams_opened() const { return watch_streams_opened_; }
+  // Host functions found reached through their queues' reached flags (no
+  // notification came for them).
+  int recovered_host_funcs() const { return recovered_host_funcs_; }
 
  private:
   struct Waiter {
@@ -258,7 +261,12 @@ class SessionCore {
   static void MergeSlot(ErrorSlot& into, ErrorSlot from);
   // TakeError's work; queue-less failures too when `with_queue_less`.
   absl::Status TakeErrors(uint64_t queue_id, bool with_queue_less);
+  // The watcher thread: reads the session's notifications, reopening the
+  // stream (from the last id handled) when it breaks.
   void WatchLoop();
+  // Runs the host function a notification names, or recovers those lost
+  // when it reports dropped ones; on the watcher thread.
+  void HandleNotification(const v1::Notification& notification);
   // Runs a host function, then releases its queue.
   void RunHostFunc(HostFunc host_func);
   // Runs, in ticket order, the host functions whose queues' reached flags
@@ -327,6 +335,7 @@ class SessionCore {
   bool watching_ ABSL_GUARDED_BY(mu_) = false;
   absl::CondVar watch_cv_;  // Close() interrupts the reconnect backoff.
   std::atomic<int> watch_streams_opened_{0};
+  std::atomic<int> recovered_host_funcs_{0};
   std::thread watcher_;
 };
 

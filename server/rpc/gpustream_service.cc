@@ -192,7 +192,10 @@ GpuStreamService::WatchNotifications(grpc::CallbackServerContext* ctx,
     };
     return new Failed(session.status());
   }
-  return new NotificationReactor(*std::move(session), submit_.metrics);
+  std::optional<uint64_t> acknowledged_id;
+  if (req->has_acknowledged_id()) acknowledged_id = req->acknowledged_id();
+  return new NotificationReactor(*std::move(session), acknowledged_id,
+                                 submit_.metrics);
 }
 
 grpc::ServerBidiReactor<v1::SubmitRequest, v1::SubmitResponse>*

@@ -3,19 +3,27 @@
 
 #include <utility>
 
+#include "server/rpc/status_util.h"
+
 namespace gpustream::rpc {
 
 NotificationReactor::NotificationReactor(
-    std::shared_ptr<session::Session> session, metrics::Metrics* metrics)
+    std::shared_ptr<session::Session> session,
+    std::optional<uint64_t> acknowledged_id, metrics::Metrics* metrics)
     : session_(std::move(session)), metrics_(metrics) {
   if (metrics_ != nullptr) metrics_->NotificationStreamOpened();
   session_->StreamOpened();
   // Attach publishes this reactor to the hub's threads under the hub's
   // mutex.
-  session_->notifications().Attach(this);
+  const absl::Status attached =
+      session_->notifications().Attach(this, acknowledged_id);
   // Every reaction takes mu_ first: this publishes the members set above to
   // it, whichever gRPC thread runs it (TSan cannot see gRPC's own order).
   absl::MutexLock lock(&mu_);
+  if (!attached.ok()) {
+    finished_ = true;
+    Finish(ToGrpcStatus(attached));
+  }
 }
 
 void NotificationReactor::Deliver(const v1::Notification& notification) {

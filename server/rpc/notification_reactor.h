@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -31,13 +32,17 @@ namespace gpustream::rpc {
 class NotificationReactor : public grpc::ServerWriteReactor<v1::Notification>,
                             public session::NotificationSink {
  public:
-  // Room for a whole hub backlog and its drop report: a stream attaching to
-  // a full backlog drops nothing of it.
+  // Room for all the hub keeps and its drop report: a stream attaching to a
+  // full hub drops nothing of its replay.
   static constexpr size_t kMaxQueued =
-      session::NotificationHub::kMaxBacklog + 1;
+      session::NotificationHub::kMaxRetained + 1;
 
-  // `metrics` (may be null) counts open streams; it must outlive the stream.
+  // Attaches to the session's hub with `acknowledged_id`
+  // (WatchNotificationsRequest; NotificationHub::Attach says what it
+  // replays), or finishes with the hub's refusal of it. `metrics` (may be
+  // null) counts open streams; it must outlive the stream.
   NotificationReactor(std::shared_ptr<session::Session> session,
+                      std::optional<uint64_t> acknowledged_id,
                       metrics::Metrics* metrics);
 
   void Deliver(const v1::Notification& notification) override;

@@ -1,8 +1,9 @@
 """Host functions of a session: the registry of host functions not yet
 run, the notification watcher that learns when a queue reaches one, the
 host-function thread that runs them, and the recovery of those whose
-notification was lost (a broken notification stream, an overflowing
-daemon backlog). Internal to the package.
+notification the daemon could not keep (NotificationsDropped; a broken
+stream is resumed from the last notification handled, and the daemon
+replays the rest). Internal to the package.
 
 How a host function runs
 ------------------------
@@ -12,9 +13,9 @@ ticket into its *reached* flag, the daemon notifies the client
 (HostFuncReached on the WatchNotifications stream) and the queue waits for
 its *release* flag to hold the ticket. The watcher thread (``_watch_loop``)
 hands the function to the host-function thread (``_callback_loop``), which
-runs it and then signals the release flag. When a notification may have
-been lost, a recovery pass (``_recover_host_funcs``) reads the reached
-flags and runs the host functions their queues have reached. Each host
+runs it and then signals the release flag. When the daemon reports
+notifications dropped, a recovery pass (``_recover_host_funcs``) reads
+the reached flags and runs the host functions their queues have reached. Each host
 function is popped from the registry, under the lock, by whoever hands it
 on, so none runs twice.
 """
@@ -100,6 +101,8 @@ class HostFuncs:
         # Threads looking for lost host functions (``_start_recovery``).
         self._recoveries: List[threading.Thread] = []
         self._watch_call: Any = None
+        # The id of the last notification handled (watcher thread only).
+        self._handled_id = 0
         self._callbacks: Optional[queue_module.SimpleQueue] = None
         self._callback_thread: Optional[threading.Thread] = None
         # How often the notification stream was reopened, and how many host
@@ -136,12 +139,14 @@ class HostFuncs:
 
     def _watch_loop(self) -> None:
         """Reads the notification stream; reopens it with bounded backoff
-        when it breaks, for as long as the session is open. After a break,
-        host functions whose notifications the broken stream may have taken
-        with it are recovered from their queues' flags."""
-        request = pb.WatchNotificationsRequest(session_id=self.session_id)
+        when it breaks, for as long as the session is open, from the id of
+        the last notification handled: the daemon replays those after it,
+        so none the broken stream took with it is lost."""
         backoff = _WATCH_BACKOFF_FIRST_S
         while not self._stopping.is_set():
+            request = pb.WatchNotificationsRequest(
+                session_id=self.session_id,
+                acknowledged_id=self._handled_id)
             call = self._stub.WatchNotifications(request,
                                                  metadata=self._metadata)
             with self._mu:
@@ -149,8 +154,6 @@ class HostFuncs:
             if self._stopping.is_set():
                 call.cancel()
                 return
-            if self.watch_reconnects > 0:
-                self._start_recovery()
             gone = False
             try:
                 for notification in call:
@@ -226,6 +229,8 @@ class HostFuncs:
             self.recovered_host_funcs += len(host_funcs)
 
     def _on_notification(self, notification: Any) -> None:
+        if notification.id:
+            self._handled_id = notification.id
         kind = notification.WhichOneof("kind")
         if kind == "host_func_reached":
             callback_id = notification.host_func_reached.callback_id
@@ -234,7 +239,8 @@ class HostFuncs:
             if host_func is not None:
                 self._callbacks.put(host_func)
         elif kind == "notifications_dropped":
-            # The daemon's backlog overflowed while no stream read it. The
+            # The daemon could not keep or send them (nobody read for too
+            # long, or a resume reached back past what it keeps). The
             # host functions among the dropped notifications are found from
             # their queues' reached flags; the others were informational
             # (queue errors also come from synchronize): nothing the client
