@@ -656,7 +656,9 @@ void SessionCore::WatchLoop() {
   absl::Duration backoff = kFirstBackoff;
   // The id of the last notification handled: a stream opened after a break
   // asks the daemon to replay those after it, so none sent into the broken
-  // stream is lost.
+  // stream is lost. A daemon that numbers none (older than
+  // "notification_resume") replays nothing: then, after a break, the
+  // reached flags show what was lost.
   uint64_t handled_id = 0;
   for (;;) {
     grpc::ClientContext* context;
@@ -668,7 +670,9 @@ void SessionCore::WatchLoop() {
     }
     request.set_acknowledged_id(handled_id);
     auto reader = stub_->WatchNotifications(context, request);
-    watch_streams_opened_.fetch_add(1);
+    if (watch_streams_opened_.fetch_add(1) > 0 && handled_id == 0) {
+      RecoverLostHostFuncs();
+    }
     v1::Notification notification;
     while (reader->Read(&notification)) {
       backoff = kFirstBackoff;
@@ -681,10 +685,15 @@ void SessionCore::WatchLoop() {
     // OK: the daemon ended the session's notifications (it is gone); other
     // codes but a transport failure or a cancel will not heal either.
     const grpc::StatusCode code = status.error_code();
-    if (code != grpc::StatusCode::UNAVAILABLE &&
-        code != grpc::StatusCode::CANCELLED &&
-        code != grpc::StatusCode::DEADLINE_EXCEEDED &&
-        code != grpc::StatusCode::INTERNAL) {
+    if (code == grpc::StatusCode::INVALID_ARGUMENT) {
+      // The daemon refused the acknowledged id (it never sent it): start
+      // over, every kept notification again (those handled are ignored)
+      // and the reached flags.
+      handled_id = 0;
+    } else if (code != grpc::StatusCode::UNAVAILABLE &&
+               code != grpc::StatusCode::CANCELLED &&
+               code != grpc::StatusCode::DEADLINE_EXCEEDED &&
+               code != grpc::StatusCode::INTERNAL) {
       if (!status.ok()) {
         AddToSlot(session_errors_, next_seq_,
                   absl::Status(static_cast<absl::StatusCode>(code),

@@ -53,7 +53,7 @@ constexpr char kConfig[] =
 // The hub's backlog and a stream's send queue (notification_hub.h,
 // notification_reactor.h).
 constexpr uint64_t kBacklog = 4096;
-constexpr uint64_t kStreamQueue = kBacklog + 1;
+constexpr uint64_t kStreamQueue = 2 * kBacklog + 1;
 
 #if defined(__SANITIZE_ADDRESS__)
 // ASan's quarantine keeps up to 256 MiB of freed memory resident.

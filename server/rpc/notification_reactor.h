@@ -32,10 +32,11 @@ namespace gpustream::rpc {
 class NotificationReactor : public grpc::ServerWriteReactor<v1::Notification>,
                             public session::NotificationSink {
  public:
-  // Room for all the hub keeps and its drop report: a stream attaching to a
-  // full hub drops nothing of its replay.
+  // Room for a whole replay: all the hub keeps, and a drop report before
+  // each of them and after the last (a replay's gaps), so a stream that
+  // resumes drops nothing of it.
   static constexpr size_t kMaxQueued =
-      session::NotificationHub::kMaxRetained + 1;
+      2 * session::NotificationHub::kMaxRetained + 1;
 
   // Attaches to the session's hub with `acknowledged_id`
   // (WatchNotificationsRequest; NotificationHub::Attach says what it

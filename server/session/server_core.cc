@@ -179,9 +179,9 @@ absl::Status ServerCore::GetServerInfo(const v1::GetServerInfoRequest&,
   std::set<std::string> backends;
   for (const auto& d : devices_) backends.insert(d->info().backend);
   for (const auto& b : backends) resp->add_backends(b);
-  for (const char* f :
-       {"submit_stream", "client_minted_ids", "wait_value", "host_func",
-        "event_timing", "notifications", "health", "reflection"}) {
+  for (const char* f : {"submit_stream", "client_minted_ids", "wait_value",
+                        "host_func", "event_timing", "notifications",
+                        "notification_resume", "health", "reflection"}) {
     resp->add_features(f);
   }
   if (std::string share = share_tickets_.socket_path(); !share.empty()) {

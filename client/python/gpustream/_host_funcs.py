@@ -36,8 +36,9 @@ from gpustream._timeouts import ANSWER_GRACE_S, deadline_of
 # Reconnection backoff of the notification stream.
 _WATCH_BACKOFF_FIRST_S = 0.05
 _WATCH_BACKOFF_MAX_S = 2.0
-# When, after a reconnection, to look for host functions whose notification
-# went to the broken stream (seconds, each after the previous).
+# When, after a report of dropped notifications (or a reconnection to a
+# daemon that replays none), to look for host functions whose notification
+# was lost (seconds, each after the previous).
 _RECOVERY_DELAYS_S = (0.0, 0.2, 0.8, 2.0)
 
 # Stream-ending codes after which the session is gone: no reconnection.
@@ -154,6 +155,11 @@ class HostFuncs:
             if self._stopping.is_set():
                 call.cancel()
                 return
+            if self.watch_reconnects > 0 and self._handled_id == 0:
+                # A daemon that numbers no notification (older than
+                # "notification_resume") replays nothing: the reached
+                # flags show what the broken stream lost.
+                self._start_recovery()
             gone = False
             try:
                 for notification in call:
@@ -161,6 +167,11 @@ class HostFuncs:
                     self._on_notification(notification)
             except grpc.RpcError as rpc_error:
                 gone = rpc_error.code() in _SESSION_GONE
+                if rpc_error.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                    # The daemon refused the acknowledged id (it never
+                    # sent it): start over, every kept notification
+                    # again (those handled are ignored) and the flags.
+                    self._handled_id = 0
             if self._stopping.is_set() or gone:
                 return
             self.watch_reconnects += 1
