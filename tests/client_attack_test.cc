@@ -330,13 +330,18 @@ TEST_F(ClientAttackTest, BackpressureBoundsPendingBytes) {
       ++written;
     }
   });
-  absl::SleepFor(absl::Seconds(2));
-  const int after_2s = written.load();
+  // Until the writer stalls: no write for a second (at most 30 s; a loaded
+  // machine only slows the writes down to the bound).
+  int stalled_at = -1;
+  for (int i = 0; i < 30 && stalled_at != written.load(); ++i) {
+    stalled_at = written.load();
+    absl::SleepFor(absl::Seconds(1));
+  }
   stop = true;
   ASSERT_EQ(kill(daemon_->pid(), SIGCONT), 0);
   t.join();
-  EXPECT_LE(after_2s, 64 + 16) << "no backpressure";
-  EXPECT_GE(after_2s, 32);
+  EXPECT_LE(stalled_at, 64 + 16) << "no backpressure";
+  EXPECT_GE(stalled_at, 32);
   EXPECT_TRUE(q.synchronize(absl::Seconds(60)).ok());
 }
 

@@ -732,18 +732,18 @@ TEST_P(DeviceWorkTest, EnqueueNeverBlocksBehindAGatedQueue) {
   }
   ASSERT_TRUE(s.flush().ok());
 
-  // Another queue answers at once, on a unary call...
+  // Another queue answers, on a unary call: not behind the gated queue (the
+  // gate opens only after it answers; no bound on how fast, which a loaded
+  // machine would break)...
   v1::SynchronizeQueueRequest sync;
   sync.set_session_id(s.id());
   sync.set_queue_id(idle.id());
   v1::SynchronizeQueueResponse synced;
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
-  const absl::Time asked = absl::Now();
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   const grpc::Status unary = c->stub().SynchronizeQueue(&ctx, sync, &synced);
   EXPECT_TRUE(unary.ok()) << unary.error_code() << ": "
                           << unary.error_message();
-  EXPECT_LT(absl::Now() - asked, absl::Seconds(1));
   // ... and on the Submit stream, behind the 5000 launches, all accepted.
   EXPECT_TRUE(idle.synchronize(absl::Seconds(10)).ok());
   EXPECT_TRUE(s.take_error().ok());

@@ -91,6 +91,17 @@ class TimedWaitStressTest : public ::testing::Test {
     return session.SignalFlag(req, &resp);
   }
 
+  // Holds `queue` until `flag` holds `value` or more.
+  static absl::Status Gate(Session& session, uint64_t queue, uint64_t flag,
+                           uint64_t value) {
+    v1::WaitHostValueRequest req;
+    req.set_queue_id(queue);
+    req.set_flag_id(flag);
+    req.set_value(value);
+    v1::WaitHostValueResponse resp;
+    return session.WaitHostValue(req, &resp);
+  }
+
   static absl::Status Spin(Session& session, uint64_t queue, uint64_t ns) {
     v1::LaunchKernelRequest req;
     req.set_queue_id(queue);
@@ -218,19 +229,23 @@ TEST_F(TimedWaitStressTest, WaitFlagTimeoutRacesSignal) {
 TEST_F(TimedWaitStressTest, SynchronizeTimeoutRacesCompletion) {
   auto session = NewSession(2);
   const uint64_t queue = session->default_queue_id();
+  const uint64_t gate = NewFlag(*session);
   DoneLedger ledger;
   std::mt19937_64 rng(7);
   std::atomic<int> ok{0}, timed_out{0};
   const absl::Time end = absl::Now() + kCaseBudget;
   int i = 0;
   for (; i < 1500 && absl::Now() < end; ++i) {
-    // Kinds: 0 no work and a long timeout (OK); 1 work far longer than
-    // the timeout (DEADLINE_EXCEEDED); 2 work about as long (either).
+    // Kinds: 0 no work and a long timeout (OK); 1 a queue held until the
+    // synchronize has answered (DEADLINE_EXCEEDED, however late the timer
+    // runs on a loaded machine); 2 work about as long (either).
     const int kind = i % 3;
-    const uint64_t spin_ns = kind == 0   ? 0
-                             : kind == 1 ? 50'000'000
-                                         : rng() % 2'000'000;
-    ASSERT_TRUE(Spin(*session, queue, spin_ns).ok());
+    if (kind == 1) {
+      ASSERT_TRUE(Gate(*session, queue, gate, i).ok());
+    } else {
+      ASSERT_TRUE(
+          Spin(*session, queue, kind == 0 ? 0 : rng() % 2'000'000).ok());
+    }
     auto* resp = new v1::SynchronizeQueueResponse();
     v1::SynchronizeQueueRequest req;
     req.set_queue_id(queue);
@@ -239,7 +254,7 @@ TEST_F(TimedWaitStressTest, SynchronizeTimeoutRacesCompletion) {
     session->SynchronizeQueue(
         req, resp, ledger.Track([&, resp, kind](absl::Status s) {
           if (s.ok()) {
-            EXPECT_NE(kind, 1) << "50 ms of work finished within 1 ms";
+            EXPECT_NE(kind, 1) << "a held queue finished";
             ok.fetch_add(1);
           } else {
             EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s;
@@ -250,6 +265,7 @@ TEST_F(TimedWaitStressTest, SynchronizeTimeoutRacesCompletion) {
           finished.Notify();
         }));
     ASSERT_TRUE(finished.WaitForNotificationWithTimeout(absl::Seconds(20)));
+    if (kind == 1) ASSERT_TRUE(Signal(*session, gate, i).ok());
   }
   // An untimed synchronize returns once everything ran.
   absl::Notification drained;
