@@ -70,6 +70,22 @@ struct NotificationWalk {
   }
 };
 
+// The stream goes on: the host function published next is what `reader`
+// reads next. Then the stream ends.
+void ReadsOnThenEnds(v1::GpuStream::Stub& stub, const std::string& session_id,
+                     uint64_t queue, grpc::ClientContext& ctx,
+                     grpc::ClientReader<v1::Notification>& reader,
+                     NotificationWalk& walk) {
+  const uint64_t next = walk.next_id;
+  PublishHostFuncs(stub, session_id, queue, next, next);
+  v1::Notification got;
+  ASSERT_TRUE(reader.Read(&got));
+  walk.Take(got);
+  EXPECT_EQ(walk.next_id, next + 1);
+  ctx.TryCancel();
+  (void)reader.Finish();
+}
+
 // Nobody watches while 10000 host functions run: the session keeps the
 // oldest 4096, and the watcher that comes later reads them, then one
 // report of the other 5904, then what comes next.
@@ -92,12 +108,7 @@ TEST_F(StreamBoundsTest, BacklogKeepsTheBoundAndReportsTheRest) {
   EXPECT_EQ(walk.reports, 1u);
   EXPECT_EQ(walk.dropped, kPublished - kBacklog);
   EXPECT_EQ(walk.delivered + walk.dropped, kPublished);
-  PublishHostFuncs(*stub_, session_id_, queue_, kPublished + 1, kPublished + 1);
-  ASSERT_TRUE(reader->Read(&n));
-  walk.Take(n);
-  EXPECT_EQ(walk.next_id, kPublished + 2);
-  ctx.TryCancel();
-  (void)reader->Finish();
+  ReadsOnThenEnds(*stub_, session_id_, queue_, ctx, *reader, walk);
 }
 
 // A watcher that does not read while 100000 host functions run: the
@@ -145,12 +156,7 @@ TEST_F(StreamBoundsTest, UnreadWatcherStaysBoundedAndLearnsWhatWasDropped) {
                static_cast<unsigned long long>(walk.dropped),
                static_cast<unsigned long long>(walk.reports));
 
-  PublishHostFuncs(*stub_, session_id_, queue_, kPublished + 1, kPublished + 1);
-  ASSERT_TRUE(reader->Read(&n));
-  walk.Take(n);
-  EXPECT_EQ(walk.next_id, kPublished + 2);
-  ctx.TryCancel();
-  (void)reader->Finish();
+  ReadsOnThenEnds(*stub_, session_id_, queue_, ctx, *reader, walk);
 }
 
 // A stream that breaks after its client handled 30 of 100 notifications
@@ -191,20 +197,15 @@ TEST_F(StreamBoundsTest, AStreamResumedFromItsLastIdLosesNothing) {
   }
   EXPECT_EQ(walk.delivered, 120u);
   EXPECT_EQ(walk.reports, 0u);
-  PublishHostFuncs(*stub_, session_id_, queue_, 121, 121);
-  ASSERT_TRUE(resumed->Read(&n));
-  walk.Take(n);
-  EXPECT_EQ(walk.next_id, 122u);
 
   grpc::ClientContext past_ctx;
-  auto past = watch(past_ctx, 122);
+  auto past = watch(past_ctx, 121);
   EXPECT_FALSE(past->Read(&n));
   const grpc::Status refused = past->Finish();
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(refused.error_message(),
-              ::testing::HasSubstr("acknowledged_id 122"));
-  ctx.TryCancel();
-  (void)resumed->Finish();
+              ::testing::HasSubstr("acknowledged_id 121"));
+  ReadsOnThenEnds(*stub_, session_id_, queue_, ctx, *resumed, walk);
 }
 
 }  // namespace

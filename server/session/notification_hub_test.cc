@@ -138,17 +138,24 @@ std::vector<int64_t> Walk(CollectingSink& sink) {
   return out;
 }
 
+// Publishes first..last while a sink is attached (they are then handed,
+// and kept), and returns what that sink got.
+std::vector<int64_t> HandOut(NotificationHub& hub, uint64_t first,
+                             uint64_t last) {
+  CollectingSink sink;
+  EXPECT_TRUE(hub.Attach(&sink).ok());
+  PublishRange(hub, first, last);
+  hub.Detach(&sink);
+  return Walk(sink);
+}
+
 // A stream that broke after its client handled notification 4 of 10 (the
 // rest were sent into the broken stream): the next one, acknowledging 4,
 // gets 5 to 10 again and then the live ones; one attaching without an id
 // gets only what no sink was handed.
 TEST(NotificationHubTest, ASinkResumesAfterTheIdItAcknowledged) {
   NotificationHub hub;
-  CollectingSink broken;
-  ASSERT_TRUE(hub.Attach(&broken).ok());
-  PublishRange(hub, 1, 10);
-  hub.Detach(&broken);
-  EXPECT_EQ(Walk(broken).size(), 10u);
+  EXPECT_EQ(HandOut(hub, 1, 10).size(), 10u);
   EXPECT_EQ(hub.last_id(), 10u);
 
   CollectingSink resumed, plain;
@@ -171,10 +178,7 @@ TEST(NotificationHubTest, ASinkResumesAfterTheIdItAcknowledged) {
 // further back gets one report for the ids no longer kept, then the rest.
 TEST(NotificationHubTest, AResumePastWhatIsKeptReportsTheGapFirst) {
   NotificationHub hub;
-  CollectingSink first;
-  ASSERT_TRUE(hub.Attach(&first).ok());
-  PublishRange(hub, 1, kBound + 50);
-  hub.Detach(&first);
+  HandOut(hub, 1, kBound + 50);
 
   CollectingSink resumed;
   ASSERT_TRUE(hub.Attach(&resumed, 10).ok());
@@ -190,17 +194,11 @@ TEST(NotificationHubTest, AResumePastWhatIsKeptReportsTheGapFirst) {
 // where they were.
 TEST(NotificationHubTest, AResumeAcrossDroppedIdsReportsThemInPlace) {
   NotificationHub hub;
-  CollectingSink first;
-  ASSERT_TRUE(hub.Attach(&first).ok());
-  PublishRange(hub, 1, 2);
-  hub.Detach(&first);
+  HandOut(hub, 1, 2);
   // Nobody watches: kBound - 2 more fill the hub, the next 2 take the room
   // of 1 and 2 (handed already), and the last 3 are dropped.
   PublishRange(hub, 3, kBound + 5);
-  CollectingSink second;
-  ASSERT_TRUE(hub.Attach(&second).ok());
-  PublishRange(hub, kBound + 6, kBound + 6);
-  hub.Detach(&second);
+  HandOut(hub, kBound + 6, kBound + 6);  // The kept ones, then this one.
 
   CollectingSink resumed;
   ASSERT_TRUE(hub.Attach(&resumed, kBound - 1).ok());
