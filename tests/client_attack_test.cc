@@ -330,12 +330,15 @@ TEST_F(ClientAttackTest, BackpressureBoundsPendingBytes) {
       ++written;
     }
   });
-  // Until the writer stalls: no write for a second (at most 30 s; a loaded
-  // machine only slows the writes down to the bound).
-  int stalled_at = -1;
-  for (int i = 0; i < 30 && stalled_at != written.load(); ++i) {
-    stalled_at = written.load();
-    absl::SleepFor(absl::Seconds(1));
+  // Until the writer stalls: it has written, then no write for two seconds
+  // in a row (at most 30 s; a loaded machine only slows the writes down to
+  // the bound).
+  int stalled_at = -1, quiet = 0;
+  for (int i = 0; i < 60 && quiet < 4; ++i) {
+    absl::SleepFor(absl::Milliseconds(500));
+    const int now = written.load();
+    quiet = now > 0 && now == stalled_at ? quiet + 1 : 0;
+    stalled_at = now;
   }
   stop = true;
   ASSERT_EQ(kill(daemon_->pid(), SIGCONT), 0);

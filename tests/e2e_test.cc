@@ -791,9 +791,11 @@ TEST_P(DeviceWorkTest, SigtermReleasesParkedWaitsWithUnavailable) {
 // for the whole allocation: at most about half would, in practice a few.
 // Done, one ends outside only by starting within its own duration of the
 // allocation's end (a few percent of it).
-// Only where an allocation is device work: the CPU backend's is a lazily
-// zeroed mapping (half a millisecond for 256 MiB, as short as an enqueue),
-// so there the order proves nothing.
+// Only where an allocation is long device work: the fake drivers zero it
+// on the host (a quarter of a second for 256 MiB). The CPU backend's is a
+// lazily zeroed mapping and a real GPU zeroes at hundreds of GB/s (both
+// well under a millisecond, as short as an enqueue): there the order would
+// prove nothing.
 class LargeAllocationTest : public DeviceWorkTest {};
 
 TEST_P(LargeAllocationTest, EnqueuesDoNotWaitForALargeAllocation) {
@@ -851,7 +853,8 @@ TEST_P(LargeAllocationTest, EnqueuesDoNotWaitForALargeAllocation) {
     const absl::Time start = absl::Now();
     const grpc::Status status = c->stub().WriteFlag(&ctx, req, &resp);
     enqueues.push_back({start, absl::Now()});
-    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    if (!status.ok()) break;  // The allocator is joined first.
   }
   enqueued_all = true;
   allocator.join();
@@ -859,7 +862,7 @@ TEST_P(LargeAllocationTest, EnqueuesDoNotWaitForALargeAllocation) {
 
   absl::MutexLock lock(&mu);
   ASSERT_GE(allocations.size(), 1u);
-  int started_during = 0, ended_during = 0;
+  int started_during = 0, ended_during = 0, most_within_one = 0;
   for (const Span& e : enqueues) {
     for (const Span& a : allocations) {
       if (e.start < a.start || e.start >= a.end) continue;
@@ -868,6 +871,12 @@ TEST_P(LargeAllocationTest, EnqueuesDoNotWaitForALargeAllocation) {
       break;
     }
   }
+  for (const Span& a : allocations) {
+    int within = 0;
+    for (const Span& e : enqueues)
+      within += e.start >= a.start && e.end <= a.end;
+    most_within_one = std::max(most_within_one, within);
+  }
   std::vector<absl::Duration> took;
   for (const Span& a : allocations) took.push_back(a.end - a.start);
   std::sort(took.begin(), took.end());
@@ -875,14 +884,18 @@ TEST_P(LargeAllocationTest, EnqueuesDoNotWaitForALargeAllocation) {
       allocations.size(), " allocations of 256 MiB, ",
       absl::FormatDuration(took[took.size() / 2]), " each (median); ",
       started_during, " of ", kEnqueues, " enqueues started during one, ",
-      ended_during, " of them ended in it");
+      ended_during, " of them ended in it, ", most_within_one,
+      " within a single one");
   EXPECT_GE(started_during, static_cast<int>(kEnqueues / 4)) << context;
   EXPECT_GE(3 * ended_during, 2 * started_during) << context;
+  // The lock held would let at most the enqueue that reached the daemon
+  // first and the one released with the lock end within an allocation's
+  // span (as the client sees it, from its call to its answer).
+  EXPECT_GE(most_within_one, 10) << context;
 }
 
 INSTANTIATE_TEST_SUITE_P(GpuBackends, LargeAllocationTest,
-                         ::testing::Values("cuda_fake", "cuda", "hip_fake",
-                                           "hip"),
+                         ::testing::Values("cuda_fake", "hip_fake"),
                          testing::BackendName);
 
 INSTANTIATE_TEST_SUITE_P(Backends, DeviceWorkTest,

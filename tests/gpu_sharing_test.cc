@@ -4,7 +4,8 @@
 // SIGHUP's new ones) in GetStats; the CPU backend says it keeps its
 // weighted fair queuing; a device that cannot serve a mode refuses it at
 // start. The conformance and tenancy suites run in every mode too
-// (conformance::BackendsAndSharingModesUnderTest()).
+// (conformance::BackendsAndSharingModesUnderTest(); in the uninstrumented
+// builds only, where this suite covers the modes under the sanitizers).
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 

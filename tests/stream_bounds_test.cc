@@ -389,5 +389,108 @@ TEST_F(StreamBoundsTest, UnreadResultsHoldBackTheClientsRequests) {
   EXPECT_EQ(completed, uint64_t{kRequests} * kCommands);
 }
 
+// Reads whose caller went away while they wait behind a gate are still done
+// by the device when the gate opens (into pinned staging memory on a GPU):
+// their bytes stay counted until then, so a client cannot queue reads, give
+// up on them and repeat to hold more than max_pending_result_bytes. Here
+// unary reads that pass their deadline, and then a cancelled stream's: a
+// read on another queue is refused meanwhile, and passes once they ran.
+TEST_F(StreamBoundsTest, AbandonedReadsStillQueuedKeepTheirBytesCounted) {
+  // 255 MiB abandoned: one more read of 3 MiB would pass the limit.
+  constexpr uint64_t kUnaryBytes = 3 * kMiB, kUnaryReads = 85;
+  constexpr uint64_t kStreamBytes = 63 * kMiB + kMiB / 2, kStreamReads = 4;
+  AllocateAndWrite(1, Pattern(64 * kMiB));
+  v1::CreateQueueRequest create;
+  create.set_id(2);
+  Unary(&v1::GpuStream::Stub::CreateQueue, create);
+  v1::ReadBufferRequest read;
+  read.set_session_id(session_id_);
+  read.set_queue_id(2);
+  read.set_buffer_id(1);
+  read.set_size(kUnaryBytes);
+  v1::ReadBufferResponse data;
+  // A read on queue 2 (never gated), answered within 30 s.
+  auto read_other_queue = [&] {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(Deadline(absl::Seconds(30)));
+    return stub_->ReadBuffer(&ctx, read, &data);
+  };
+  // Opens the gate on flag `flag`; once the abandoned reads ran, a read on
+  // queue 2 passes again.
+  auto open_and_drain = [&](uint64_t flag) {
+    v1::SignalFlagRequest open;
+    open.set_flag_id(flag);
+    open.set_value(1);
+    Unary(&v1::GpuStream::Stub::SignalFlag, open);
+    SynchronizeQueue();
+    const grpc::Status again = read_other_queue();
+    EXPECT_TRUE(again.ok()) << again.error_message();
+    EXPECT_EQ(data.data().size(), kUnaryBytes);
+  };
+
+  // Unary reads behind gate 8, each given up after 50 ms.
+  {
+    v1::SubmitRequest req;  // The gate, through the test's own stream.
+    grpc::ClientContext ctx;
+    ctx.set_deadline(Deadline(absl::Seconds(30)));
+    std::unique_ptr<SubmitStream> stream = stub_->Submit(&ctx);
+    req.set_session_id(session_id_);
+    AddGate(req, 8);
+    ASSERT_TRUE(stream->Write(req));
+    stream->WritesDone();
+    v1::SubmitResponse resp;
+    while (stream->Read(&resp)) {
+    }
+    ASSERT_TRUE(stream->Finish().ok());
+  }
+  v1::ReadBufferRequest gated = read;
+  gated.set_queue_id(queue_);
+  for (uint64_t i = 0; i < kUnaryReads; ++i) {
+    // A moment after the client sees its deadline pass, the daemon gives
+    // the call's bytes back (the abandoned read has taken them again
+    // first): a read refused meanwhile is tried again.
+    grpc::Status s;
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(Deadline(absl::Milliseconds(50)));
+      s = stub_->ReadBuffer(&ctx, gated, &data);
+      if (s.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED) break;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    ASSERT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
+        << i << ": " << s.error_message();
+  }
+  grpc::Status refused = read_other_queue();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << "the abandoned unary reads, still queued, no longer count: "
+      << refused.error_message();
+  open_and_drain(8);
+
+  // A stream's reads behind gate 9, then the stream cancelled.
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline(absl::Seconds(120)));
+  std::unique_ptr<SubmitStream> stream = stub_->Submit(&ctx);
+  v1::SubmitRequest req;
+  req.set_session_id(session_id_);
+  AddGate(req, 9);
+  for (uint64_t i = 0; i < kStreamReads; ++i) {
+    AddRead(req, 1, 0, kStreamBytes);
+  }
+  ASSERT_TRUE(stream->Write(req));
+  ASSERT_TRUE(PollUntil(absl::Seconds(10), [&] {
+    return pending_result_bytes() == kStreamReads * kStreamBytes;
+  })) << pending_result_bytes();
+  ctx.TryCancel();
+  v1::SubmitResponse resp;
+  while (stream->Read(&resp)) {
+  }
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  refused = read_other_queue();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << "the cancelled stream's reads, still queued, no longer count: "
+      << refused.error_message();
+  open_and_drain(9);
+}
+
 }  // namespace
 }  // namespace gpustream

@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
+#include <utility>
 
 namespace gpustream::session {
 
@@ -24,6 +26,11 @@ class ResultBudget {
                                           std::memory_order_relaxed));
     return true;
   }
+  // Takes `bytes` whatever the total (work already admitted that still
+  // holds memory).
+  void TakeAnyway(uint64_t bytes) {
+    used_.fetch_add(bytes, std::memory_order_relaxed);
+  }
   // Gives back bytes taken earlier.
   void Give(uint64_t bytes) {
     used_.fetch_sub(bytes, std::memory_order_relaxed);
@@ -32,6 +39,50 @@ class ResultBudget {
 
  private:
   std::atomic<uint64_t> used_{0};
+};
+
+// What a read still queued on the device holds of its session's budget once
+// its caller went away. The caller gives its read's bytes back as soon as it
+// stops waiting (it will send nothing), but the device still does the read
+// when its queue reaches it, into a pinned staging buffer on a GPU: Orphan()
+// takes the bytes again for the session until the read has run (Done()) or
+// was dropped with its queue (destruction). Without it a client could queue
+// reads behind a gate, give up on them and repeat, pinning host memory past
+// max_pending_result_bytes. Owned by the read's callback; thread-safe.
+class OrphanedRead {
+ public:
+  OrphanedRead(std::shared_ptr<ResultBudget> budget, uint64_t bytes)
+      : budget_(std::move(budget)), bytes_(bytes) {}
+  ~OrphanedRead() {
+    if (state_.load(std::memory_order_acquire) == kOrphaned) {
+      budget_->Give(bytes_);
+    }
+  }
+  OrphanedRead(const OrphanedRead&) = delete;
+  OrphanedRead& operator=(const OrphanedRead&) = delete;
+
+  // The caller went away (and gives its bytes back): hold them until the
+  // read is done. Nothing if it is done already.
+  void Orphan() {
+    budget_->TakeAnyway(bytes_);
+    int expected = kQueued;
+    if (!state_.compare_exchange_strong(expected, kOrphaned,
+                                        std::memory_order_acq_rel)) {
+      budget_->Give(bytes_);  // Done first.
+    }
+  }
+  // The device did the read (or failed it): what Orphan() took goes back.
+  void Done() {
+    if (state_.exchange(kDone, std::memory_order_acq_rel) == kOrphaned) {
+      budget_->Give(bytes_);
+    }
+  }
+
+ private:
+  static constexpr int kQueued = 0, kOrphaned = 1, kDone = 2;
+  const std::shared_ptr<ResultBudget> budget_;
+  const uint64_t bytes_;
+  std::atomic<int> state_{kQueued};
 };
 
 }  // namespace gpustream::session

@@ -741,18 +741,28 @@ void Session::ReadBuffer(const v1::ReadBufferRequest& req,
   // that goes away is answered at once; the read's data, when it comes, is
   // dropped.
   auto timed = std::make_shared<TimedDone>(std::move(done), ctx_.timer);
-  absl::Status enqueued =
-      (*queue)->Read(*std::move(buffer), req.offset(), req.size(),
-                     [resp, timed](absl::StatusOr<std::string> data) mutable {
-                       // Claim first: once a cancellation has finished the
-                       // call, `resp` may be gone.
-                       if (!timed->Claim()) return;
-                       if (data.ok()) *resp->mutable_data() = *std::move(data);
-                       timed->FinishClaimed(data.status());
-                     });
+  auto orphan = std::make_shared<OrphanedRead>(pending_results_, req.size());
+  absl::Status enqueued = (*queue)->Read(
+      *std::move(buffer), req.offset(), req.size(),
+      [resp, timed, orphan](absl::StatusOr<std::string> data) mutable {
+        orphan->Done();
+        // Claim first: once a cancellation has finished the call, `resp`
+        // may be gone.
+        if (!timed->Claim()) return;
+        if (data.ok()) *resp->mutable_data() = *std::move(data);
+        timed->FinishClaimed(data.status());
+      });
   if (!enqueued.ok()) {
     timed->Finish(std::move(enqueued));
     return;
+  }
+  // Weak: the read's callback alone keeps what it holds.
+  if (cancel != nullptr) {
+    std::weak_ptr<OrphanedRead> weak = orphan;
+    const CallCancel::Id id = cancel->OnCancel([weak] {
+      if (auto read = weak.lock()) read->Orphan();
+    });
+    timed->OnFinish([cancel, id] { cancel->Forget(id); });
   }
   TimedDone::EndOnCancel(timed, cancel,
                          absl::StrCat("read of buffer_id ", req.buffer_id()));

@@ -109,8 +109,10 @@ class Session {
   }
   NotificationHub& notifications() { return *notifications_; }
   // Read-result bytes in flight over all of the session's calls and
-  // streams; the transport (rpc/) takes and gives them.
-  ResultBudget& pending_results() { return pending_results_; }
+  // streams; the transport (rpc/) takes and gives them. A read whose caller
+  // went away keeps its bytes here until the device has done it
+  // (ReadBuffer).
+  ResultBudget& pending_results() { return *pending_results_; }
 
   absl::Status CreateQueue(const v1::CreateQueueRequest& req,
                            v1::CreateQueueResponse* resp);
@@ -289,7 +291,9 @@ class Session {
   const std::shared_ptr<ParkedCalls> parked_ = std::make_shared<ParkedCalls>();
   std::atomic<int64_t> last_used_ns_{absl::GetCurrentTimeNanos()};
   std::atomic<int> open_streams_{0};
-  ResultBudget pending_results_;
+  // Shared with read callbacks, which may outlive the session.
+  const std::shared_ptr<ResultBudget> pending_results_ =
+      std::make_shared<ResultBudget>();
 
   absl::Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;

@@ -98,6 +98,7 @@ class TimedWaitStressTest : public ::testing::Test {
     req.set_queue_id(queue);
     req.set_flag_id(flag);
     req.set_value(value);
+    req.set_condition(v1::WAIT_CONDITION_GREATER_EQUAL);
     v1::WaitHostValueResponse resp;
     return session.WaitHostValue(req, &resp);
   }

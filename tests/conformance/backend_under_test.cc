@@ -119,15 +119,6 @@ class PartitionedDevice : public backend::Device {
   std::shared_ptr<backend::SmPartition> partition_;
 };
 
-constexpr absl::string_view kSharingModes[] = {"_context_per_tenant",
-                                               "_sm_partitions"};
-
-}  // namespace
-
-std::vector<std::string> BackendsUnderTest() {
-  return {"cpu", "cuda_fake", "cuda", "hip_fake", "hip"};
-}
-
 // Whether this binary is instrumented (the test command's ASan and TSan
 // phases; --config=tsan sets GPUSTREAM_TSAN for its tests).
 bool UnderSanitizer() {
@@ -136,6 +127,15 @@ bool UnderSanitizer() {
 #else
   return std::getenv("GPUSTREAM_TSAN") != nullptr;
 #endif
+}
+
+constexpr absl::string_view kSharingModes[] = {"_context_per_tenant",
+                                               "_sm_partitions"};
+
+}  // namespace
+
+std::vector<std::string> BackendsUnderTest() {
+  return {"cpu", "cuda_fake", "cuda", "hip_fake", "hip"};
 }
 
 std::vector<std::string> BackendsAndSharingModesUnderTest() {
