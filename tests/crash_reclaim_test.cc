@@ -1,12 +1,19 @@
 // A client killed with SIGKILL mid-stream: its memory, queues and flags are
 // reclaimed (free memory in ListDevices and its tenant's usage in GetStats
-// return to their values before), and the daemon serves on.
+// return to their values before), and the daemon serves on. And a crowd of
+// sessions that comes and goes leaves the daemon's resident memory about
+// where it was.
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -185,6 +192,95 @@ TEST(CrashReclaimTest, KilledClientsResourcesComeBack) {
     EXPECT_EQ(left.staged_bytes(), 0u);
   }
   other.Close();
+  std::remove(config.c_str());
+  EXPECT_EQ((*daemon)->Stop(SIGTERM), 0) << (*daemon)->log();
+}
+
+// Opens `sessions` sessions of 4 queues each from two threads, holds them
+// all, then closes them all.
+void Crowd(v1::GpuStream::Stub& stub, int sessions) {
+  std::vector<std::string> ids(sessions);
+  auto part = [&](int begin, int end, bool open) {
+    for (int i = begin; i < end; ++i) {
+      grpc::ClientContext ctx;
+      if (open) {
+        v1::OpenSessionRequest req;
+        req.set_client_name("crowd");
+        v1::OpenSessionResponse resp;
+        ASSERT_TRUE(stub.OpenSession(&ctx, req, &resp).ok()) << i;
+        ids[i] = resp.session_id();
+        for (int q = 0; q < 4; ++q) {
+          grpc::ClientContext queue_ctx;
+          v1::CreateQueueRequest create;
+          create.set_session_id(ids[i]);
+          v1::CreateQueueResponse created;
+          ASSERT_TRUE(stub.CreateQueue(&queue_ctx, create, &created).ok()) << i;
+        }
+      } else {
+        v1::CloseSessionRequest req;
+        req.set_session_id(ids[i]);
+        v1::CloseSessionResponse resp;
+        ASSERT_TRUE(stub.CloseSession(&ctx, req, &resp).ok()) << i;
+      }
+    }
+  };
+  for (bool open : {true, false}) {
+    std::thread half(part, 0, sessions / 2, open);
+    part(sessions / 2, sessions, open);
+    half.join();
+  }
+}
+
+// 10,000 sessions of 4 queues open at once, then gone: the daemon's RSS
+// comes back to within twice what it was before. It stayed at 6 times
+// (142 MB for 24 MB): the CPU device's weak reference to each closed queue
+// kept the queue's allocation until the list next grew, and what was freed
+// stayed with glibc's arenas, untrimmed. Under the sanitizers, whose allocators
+// keep freed memory on purpose (quarantine, shadow), a crowd of 1,000 comes and
+// goes and the RSS is not held to the bound.
+TEST(CrashReclaimTest, MemoryComesBackAfterACrowdLeaves) {
+#if defined(__SANITIZE_ADDRESS__)
+  const bool sanitized = true;
+#else
+  const bool sanitized = std::getenv("GPUSTREAM_TSAN") != nullptr;
+#endif
+  const int crowd = sanitized ? 1000 : 10000;
+  const std::string config = testing::TempPath(".txtpb");
+  std::ofstream(config) << "limits { max_sessions: " << crowd << " }\n";
+  auto daemon = testing::DaemonProcess::Start({"--config=" + config});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto stub = v1::GpuStream::NewStub(grpc::CreateChannel(
+      (*daemon)->unix_target(), grpc::InsecureChannelCredentials()));
+  // A small crowd first: the daemon's thread pools and caches exist before
+  // the baseline is taken.
+  ASSERT_NO_FATAL_FAILURE(Crowd(*stub, 100));
+  absl::SleepFor(absl::Seconds(1));
+  const pid_t pid = (*daemon)->pid();
+  const int64_t start_kb = testing::ProcStatusValue(pid, "VmRSS");
+  ASSERT_GT(start_kb, 0);
+
+  ASSERT_NO_FATAL_FAILURE(Crowd(*stub, crowd));
+  const int64_t peak_kb = testing::ProcStatusValue(pid, "VmRSS");
+  // Teardown runs after CloseSession answers; the memory comes back once
+  // it is done (at most 60 s here).
+  int64_t after_kb = peak_kb;
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (!sanitized && after_kb > 2 * start_kb && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(500));
+    after_kb = testing::ProcStatusValue(pid, "VmRSS");
+  }
+  std::printf(
+      "daemon RSS: %lld kB before, %lld kB at the crowd's end, %lld "
+      "kB with it gone\n",
+      static_cast<long long>(start_kb), static_cast<long long>(peak_kb),
+      static_cast<long long>(after_kb));
+  if (!sanitized) {
+    EXPECT_LE(after_kb, 2 * start_kb)
+        << "before " << start_kb << " kB, at the crowd's end " << peak_kb
+        << " kB";
+  }
+  // It serves on.
+  ASSERT_NO_FATAL_FAILURE(Crowd(*stub, 10));
   std::remove(config.c_str());
   EXPECT_EQ((*daemon)->Stop(SIGTERM), 0) << (*daemon)->log();
 }

@@ -1,6 +1,7 @@
 // Session lifecycle: ids, leases and background teardown.
 #include "server/session/session_manager.h"
 
+#include <malloc.h>
 #include <sys/random.h>
 
 #include <algorithm>
@@ -284,6 +285,7 @@ void SessionManager::StartTeardown(
     if (done) done(absl::OkStatus());
     absl::MutexLock lock(&mu_);
     --teardowns_in_flight_;
+    ++teardowns_since_trim_;
   }).detach();
 }
 
@@ -413,6 +415,17 @@ void SessionManager::Housekeep() {
     mu_.AwaitWithTimeout(absl::Condition(&has_chores),
                          options_.lease_check_period);
     CheckLeases();
+    if (teardowns_since_trim_ >= kTrimAfterTeardowns &&
+        teardowns_in_flight_ == 0) {
+      // A crowd has left. What its sessions freed stays with the
+      // allocator (glibc keeps freed heap, in the arenas of the threads
+      // that freed it) unless trimmed: 10,000 sessions of 4 queues left
+      // the daemon at 6 times its RSS. Off the lock: it takes milliseconds.
+      teardowns_since_trim_ = 0;
+      mu_.Unlock();
+      malloc_trim(0);
+      mu_.Lock();
+    }
     while (!chores_.empty()) {
       auto chore = std::move(chores_.front());
       chores_.pop_front();

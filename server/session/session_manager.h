@@ -172,6 +172,11 @@ class SessionManager {
   absl::flat_hash_map<std::string, Ended> ended_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> ended_order_ ABSL_GUARDED_BY(mu_);
   int teardowns_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  // Teardowns done since the allocator last returned free memory to the
+  // system (Housekeep trims once this reaches kTrimAfterTeardowns and none
+  // is in flight).
+  static constexpr int kTrimAfterTeardowns = 256;
+  int teardowns_since_trim_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread housekeeper_;
 };

@@ -68,10 +68,18 @@ class CpuDevice : public Device {
   // Runs every queue's work; outlives the queues' cores, which leave it as
   // they go (on the cleanup thread, say).
   std::unique_ptr<CpuScheduler> scheduler_;
-  // Every queue's core, for shutdown; expired ones are pruned as it grows.
+  // Drops the expired entries of queues_ (and its spare capacity).
+  void PruneQueuesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(queues_mu_);
+  // A queue was deleted (on the cleanup thread): prunes now and then, so a
+  // crowd that leaves does not leave its entries behind.
+  void QueueDestroyed() ABSL_LOCKS_EXCLUDED(queues_mu_);
+
+  // Every queue's core, for shutdown; expired ones are pruned as it grows
+  // and as queues go.
   absl::Mutex queues_mu_;
   std::vector<std::weak_ptr<CpuQueueCore>> queues_ ABSL_GUARDED_BY(queues_mu_);
   size_t prune_at_ ABSL_GUARDED_BY(queues_mu_) = 64;
+  size_t destroyed_since_prune_ ABSL_GUARDED_BY(queues_mu_) = 0;
   // Frees buffers and queues off the threads that drop them, and delivers
   // the callbacks of work that Cancel drops. Declared last: destroyed first.
   util::SerialExecutor cleanup_;
