@@ -247,7 +247,9 @@ TEST(CrashReclaimTest, MemoryComesBackAfterACrowdLeaves) {
   const int crowd = sanitized ? 1000 : 10000;
   const std::string config = testing::TempPath(".txtpb");
   std::ofstream(config) << "limits { max_sessions: " << crowd << " }\n";
-  auto daemon = testing::DaemonProcess::Start({"--config=" + config});
+  // Leases longer than the crowd takes to open on a loaded machine.
+  auto daemon = testing::DaemonProcess::Start(
+      {"--config=" + config, "--lease_seconds=900"});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto stub = v1::GpuStream::NewStub(grpc::CreateChannel(
       (*daemon)->unix_target(), grpc::InsecureChannelCredentials()));

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "tests/stream_bounds_fixture.h"
 
 namespace gpustream {
@@ -467,21 +468,39 @@ TEST_F(StreamBoundsTest, AbandonedReadsStillQueuedKeepTheirBytesCounted) {
   }
   v1::ReadBufferRequest gated = read;
   gated.set_queue_id(queue_);
-  // All at once (admitted together: 255 MiB), each given up after 2 s,
-  // long enough for the daemon to queue it even under the sanitizers.
-  std::vector<std::thread> readers;
-  std::atomic<int> expired{0};
+  // All at once; once the daemon has admitted them all, their callers
+  // cancel. A read larger than the limit, always refused (taking nothing),
+  // says how many bytes are in use.
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
   for (uint64_t i = 0; i < kUnaryReads; ++i) {
-    readers.emplace_back([&] {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(Deadline(absl::Seconds(2)));
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    contexts.back()->set_deadline(Deadline(absl::Seconds(60)));
+  }
+  std::vector<std::thread> readers;
+  std::atomic<int> cancelled{0};
+  for (uint64_t i = 0; i < kUnaryReads; ++i) {
+    readers.emplace_back([&, i] {
       v1::ReadBufferResponse ignored;
-      const grpc::Status s = stub_->ReadBuffer(&ctx, gated, &ignored);
-      expired += s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+      const grpc::Status s =
+          stub_->ReadBuffer(contexts[i].get(), gated, &ignored);
+      cancelled += s.error_code() == grpc::StatusCode::CANCELLED;
     });
   }
+  v1::ReadBufferRequest oversized = read;
+  oversized.set_size(kPendingLimit + 1);
+  const std::string in_use =
+      absl::StrCat(": ", kUnaryReads * kUnaryBytes, " bytes");
+  std::string said;
+  const bool all_admitted = PollUntil(absl::Seconds(30), [&] {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(Deadline(absl::Seconds(30)));
+    said = stub_->ReadBuffer(&ctx, oversized, &data).error_message();
+    return absl::StrContains(said, in_use);
+  });
+  for (auto& ctx : contexts) ctx->TryCancel();
   for (std::thread& t : readers) t.join();
-  ASSERT_EQ(expired.load(), static_cast<int>(kUnaryReads));
+  ASSERT_TRUE(all_admitted) << said;
+  ASSERT_EQ(cancelled.load(), static_cast<int>(kUnaryReads));
   EXPECT_TRUE(StaysRefused(read_other_queue))
       << "the abandoned unary reads, still queued, no longer count";
   open_and_drain(8);

@@ -1,6 +1,7 @@
 // CallCancel: ends the waits of a call whose caller went away.
 #include "server/session/call_cancel.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -28,12 +29,18 @@ void CallCancel::Forget(Id id) {
 }
 
 void CallCancel::Cancel() {
-  absl::flat_hash_map<Id, absl::AnyInvocable<void()>> ends;
+  std::vector<std::pair<Id, absl::AnyInvocable<void()>>> ends;
   {
     absl::MutexLock lock(&mu_);
     cancelled_ = true;
-    ends.swap(ends_);
+    for (auto& [id, end] : ends_) ends.emplace_back(id, std::move(end));
+    ends_.clear();
   }
+  // In registration order: an operation may register what must happen
+  // before its call ends (a read takes its bytes again before the call
+  // gives them back).
+  std::sort(ends.begin(), ends.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
   for (auto& [id, end] : ends) end();
 }
 

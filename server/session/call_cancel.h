@@ -29,7 +29,8 @@ class CallCancel {
   Id OnCancel(absl::AnyInvocable<void()> end);
   // The wait ended otherwise: its `end` is dropped unrun.
   void Forget(Id id);
-  // Runs every registered `end`; later registrations run at once.
+  // Runs every registered `end`, in registration order; later
+  // registrations run at once.
   void Cancel();
 
  private:

@@ -64,6 +64,7 @@ class OrphanedRead {
   // The caller went away (and gives its bytes back): hold them until the
   // read is done. Nothing if it is done already.
   void Orphan() {
+    if (state_.load(std::memory_order_acquire) == kDone) return;
     budget_->TakeAnyway(bytes_);
     int expected = kQueued;
     if (!state_.compare_exchange_strong(expected, kOrphaned,

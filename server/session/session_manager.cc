@@ -286,6 +286,7 @@ void SessionManager::StartTeardown(
     absl::MutexLock lock(&mu_);
     --teardowns_in_flight_;
     ++teardowns_since_trim_;
+    last_teardown_done_ = absl::Now();
   }).detach();
 }
 
@@ -416,11 +417,14 @@ void SessionManager::Housekeep() {
                          options_.lease_check_period);
     CheckLeases();
     if (teardowns_since_trim_ >= kTrimAfterTeardowns &&
-        teardowns_in_flight_ == 0) {
-      // A crowd has left. What its sessions freed stays with the
-      // allocator (glibc keeps freed heap, in the arenas of the threads
-      // that freed it) unless trimmed: 10,000 sessions of 4 queues left
-      // the daemon at 6 times its RSS. Off the lock: it takes milliseconds.
+        teardowns_in_flight_ == 0 &&
+        absl::Now() - last_teardown_done_ >= kTrimWhenQuietFor) {
+      // A crowd has left (and none has ended for a while: one trim per
+      // crowd, not one per lull between its teardowns). What its sessions
+      // freed stays with the allocator (glibc keeps freed heap, in the
+      // arenas of the threads that freed it) unless trimmed: 10,000
+      // sessions of 4 queues left the daemon at 6 times its RSS. Off the
+      // lock: it takes milliseconds, and locks each arena in turn.
       teardowns_since_trim_ = 0;
       mu_.Unlock();
       malloc_trim(0);

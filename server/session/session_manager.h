@@ -173,10 +173,12 @@ class SessionManager {
   std::deque<std::string> ended_order_ ABSL_GUARDED_BY(mu_);
   int teardowns_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   // Teardowns done since the allocator last returned free memory to the
-  // system (Housekeep trims once this reaches kTrimAfterTeardowns and none
-  // is in flight).
-  static constexpr int kTrimAfterTeardowns = 256;
+  // system: Housekeep trims once there are kTrimAfterTeardowns, none is in
+  // flight and none ended for kTrimWhenQuietFor.
+  static constexpr int kTrimAfterTeardowns = 64;
+  static constexpr absl::Duration kTrimWhenQuietFor = absl::Seconds(1);
   int teardowns_since_trim_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time last_teardown_done_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread housekeeper_;
 };
