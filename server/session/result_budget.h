@@ -48,7 +48,8 @@ class ResultBudget {
 // takes the bytes again for the session until the read has run (Done()) or
 // was dropped with its queue (destruction). Without it a client could queue
 // reads behind a gate, give up on them and repeat, pinning host memory past
-// max_pending_result_bytes. Owned by the read's callback; thread-safe.
+// max_pending_result_bytes. Shared by the read's callback and the call's
+// cancellation; thread-safe.
 class OrphanedRead {
  public:
   OrphanedRead(std::shared_ptr<ResultBudget> budget, uint64_t bytes)

@@ -756,12 +756,12 @@ void Session::ReadBuffer(const v1::ReadBufferRequest& req,
     timed->Finish(std::move(enqueued));
     return;
   }
-  // Weak: the read's callback alone keeps what it holds.
+  // Shared, not weak (libstdc++'s last-reference fast path then races a
+  // weak count released on another thread, as ThreadSanitizer sees it): a
+  // read dropped unrun with its queue gives its bytes back when this goes
+  // too, at the call's end.
   if (cancel != nullptr) {
-    std::weak_ptr<OrphanedRead> weak = orphan;
-    const CallCancel::Id id = cancel->OnCancel([weak] {
-      if (auto read = weak.lock()) read->Orphan();
-    });
+    const CallCancel::Id id = cancel->OnCancel([orphan] { orphan->Orphan(); });
     timed->OnFinish([cancel, id] { cancel->Forget(id); });
   }
   TimedDone::EndOnCancel(timed, cancel,
