@@ -1,9 +1,7 @@
 // CallCancel: ends the waits of a call whose caller went away.
 #include "server/session/call_cancel.h"
 
-#include <algorithm>
 #include <utility>
-#include <vector>
 
 namespace gpustream::session {
 
@@ -29,18 +27,15 @@ void CallCancel::Forget(Id id) {
 }
 
 void CallCancel::Cancel() {
-  std::vector<std::pair<Id, absl::AnyInvocable<void()>>> ends;
+  absl::btree_map<Id, absl::AnyInvocable<void()>> ends;
   {
     absl::MutexLock lock(&mu_);
     cancelled_ = true;
-    for (auto& [id, end] : ends_) ends.emplace_back(id, std::move(end));
-    ends_.clear();
+    ends.swap(ends_);
   }
   // In registration order: an operation may register what must happen
   // before its call ends (a read takes its bytes again before the call
   // gives them back).
-  std::sort(ends.begin(), ends.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
   for (auto& [id, end] : ends) end();
 }
 

@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
+#include "absl/container/btree_map.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
 
@@ -37,8 +37,8 @@ class CallCancel {
   absl::Mutex mu_;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   Id next_ ABSL_GUARDED_BY(mu_) = 1;
-  absl::flat_hash_map<Id, absl::AnyInvocable<void()>> ends_
-      ABSL_GUARDED_BY(mu_);
+  // By id, i.e. in registration order, the order Cancel() runs them in.
+  absl::btree_map<Id, absl::AnyInvocable<void()>> ends_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gpustream::session
