@@ -90,5 +90,40 @@ TEST(CudaCompletionFakeTest, CompletionsDoNotWaitForTheCallbackThread) {
   EXPECT_TRUE(idle_status.ok()) << idle_status;
 }
 
+// A SynchronizeQueue is answered from an OnIdle callback, and a QueryQueue
+// may follow at once: when the callback runs, the queue already says idle,
+// though a read's delivery before it in the same batch was still running
+// a moment ago. (Asked from the callback itself, where the answer goes.)
+TEST(CudaCompletionFakeTest, AQueueIsIdleWhenItsOnIdleCallbackRuns) {
+  auto created = OpenFakeCudaDevice();
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::unique_ptr<GpuDevice> device = *std::move(created);
+  std::vector<std::unique_ptr<Module>> modules = device->BuiltinModules();
+  ASSERT_FALSE(modules.empty());
+  const Kernel& add = **modules.front()->FindKernel("add_u64");
+  auto q = *device->CreateQueue(QueueOptions{});
+  auto counter = *device->Allocate(8, MemoryKind::kDevice);
+  for (int round = 0; round < 20; ++round) {
+    ASSERT_TRUE(
+        q->Launch(add, {{1}, {1}}, {BufferArg{counter}, uint64_t{1}}).ok());
+    absl::Notification read, idle;
+    ASSERT_TRUE(q->Read(counter, 0, 8, [&](absl::StatusOr<std::string> data) {
+                   EXPECT_TRUE(data.ok()) << data.status();
+                   read.Notify();
+                 }).ok());
+    bool idle_then = false;
+    absl::Status idle_status = absl::UnknownError("not called");
+    q->OnIdle([&](absl::Status s) {
+      idle_then = q->IsIdle();
+      idle_status = std::move(s);
+      idle.Notify();
+    });
+    ASSERT_TRUE(idle.WaitForNotificationWithTimeout(kPrompt));
+    EXPECT_TRUE(read.HasBeenNotified());
+    EXPECT_TRUE(idle_status.ok()) << idle_status;
+    EXPECT_TRUE(idle_then) << "round " << round;
+  }
+}
+
 }  // namespace
 }  // namespace gpustream::backend

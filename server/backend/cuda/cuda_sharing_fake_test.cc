@@ -151,5 +151,59 @@ TEST_F(CudaSharingFakeTest, AFaultInATenantContextStaysThere) {
   EXPECT_EQ(*ReadU64(*qb, b_buffer), 7u);
 }
 
+// The device learns of a fault at once, and its dispatcher fails each
+// queue a moment later. In between, a queue of the failed context runs
+// nothing more, so it is idle; it must not also report OK, or a
+// SynchronizeQueue answered then (a fast path asks IsIdle, then error())
+// tells the client its faulted kernel succeeded. The dispatcher is held
+// in a host function of another queue to keep that moment open.
+TEST_F(CudaSharingFakeTest, AQueueOfAFailedContextIsNeverIdleAndOk) {
+  auto created = device_->CreateContext();  // Its sticky error dies with it.
+  ASSERT_TRUE(created.ok()) << created.status();
+  Device& ctx = **created;
+  absl::Notification failed;
+  ctx.SetFatalErrorHandler([&](const DeviceFailure&) { failed.Notify(); });
+  auto modules = ctx.BuiltinModules();
+  ASSERT_FALSE(modules.empty());
+  auto kernel = [&](const char* name) -> const Kernel& {
+    return **modules.front()->FindKernel(name);
+  };
+  auto holder = *ctx.CreateQueue(QueueOptions{});
+  auto faulting = *ctx.CreateQueue(QueueOptions{});
+  auto noticing = *ctx.CreateQueue(QueueOptions{});
+  absl::Notification held, release;
+  ASSERT_TRUE(holder
+                  ->HostFunc([&] {
+                    held.Notify();
+                    release.WaitForNotification();
+                  })
+                  .ok());
+  ASSERT_TRUE(held.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  ASSERT_TRUE(faulting->Launch(kernel("trap"), {{1}, {1}}, {}).ok());
+  // A launch on the poisoned context is refused by the driver: the device
+  // fails then, on this thread, while its dispatcher is still held.
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (!ctx.failed() && absl::Now() < deadline) {
+    noticing->Launch(kernel("noop"), {{1}, {1}}, {}).IgnoreError();
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_TRUE(ctx.failed());
+  EXPECT_FALSE(failed.HasBeenNotified());  // The moment is still open.
+  const absl::Status error = faulting->error();
+  EXPECT_EQ(error.code(), absl::StatusCode::kAborted) << error;
+  EXPECT_TRUE(absl::StrContains(error.message(), "LAUNCH_FAILED")) << error;
+  absl::Notification idle;
+  absl::Status idle_status;
+  faulting->OnIdle([&](absl::Status s) {
+    idle_status = std::move(s);
+    idle.Notify();
+  });
+  release.Notify();
+  ASSERT_TRUE(idle.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  EXPECT_EQ(idle_status.code(), absl::StatusCode::kAborted) << idle_status;
+  EXPECT_TRUE(failed.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  EXPECT_EQ(faulting->error().code(), absl::StatusCode::kAborted);
+}
+
 }  // namespace
 }  // namespace gpustream::backend

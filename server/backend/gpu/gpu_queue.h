@@ -148,6 +148,8 @@ class GpuQueueCore : public std::enable_shared_from_this<GpuQueueCore>,
   // Enqueued commands not yet completed or dropped (this queue's share of
   // its account's inflight_commands).
   uint64_t inflight_commands() const { return inflight_.value(); }
+  // The queue's sticky error; the device's failure (or reset) as soon as
+  // the device knows of it, before Fail() has run.
   absl::Status error();
   // The GpuQueue is gone: destroy the stream once idle.
   void Retire();
@@ -165,6 +167,7 @@ class GpuQueueCore : public std::enable_shared_from_this<GpuQueueCore>,
     uint64_t at;  // Runs once `completed_` reaches it.
     absl::AnyInvocable<void(absl::Status)> done;
     bool skipped;  // Enqueued after the sticky error: gets that error.
+    bool idle;     // An OnIdle no-op's: runs once the queue is idle.
   };
   using Callbacks = std::vector<
       std::pair<absl::AnyInvocable<void(absl::Status)>, absl::Status>>;

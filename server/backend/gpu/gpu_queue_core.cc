@@ -1,6 +1,7 @@
 // GpuQueueCore: the budget, the held FIFO and completion through markers.
 #include <algorithm>
 #include <atomic>
+#include <iterator>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -81,7 +82,8 @@ absl::Status GpuQueueCore::Submit(Op op) {
         if (completed_ == issued_) {
           callbacks.emplace_back(std::move(op.done), error_);
         } else {
-          pending_.push_back({issued_, std::move(op.done), /*skipped=*/true});
+          pending_.push_back({issued_, std::move(op.done), /*skipped=*/true,
+                              /*idle=*/op.idle != nullptr});
         }
       }
     } else {
@@ -134,7 +136,10 @@ absl::Status GpuQueueCore::IssueLocked(Op& op, Callbacks* out) {
   if (!op.counted) uncounted_.push_back(issued_);
   if (op.kernel) kernel_issued_ = issued_;
   last_issue_ = absl::Now();
-  if (op.done) pending_.push_back({issued_, std::move(op.done), false});
+  if (op.done) {
+    pending_.push_back({issued_, std::move(op.done), /*skipped=*/false,
+                        /*idle=*/op.idle != nullptr});
+  }
   // Polled from now on: unmarked work gets marked, a stream that faults is
   // noticed (its markers never come back).
   TrackLocked();
@@ -408,6 +413,14 @@ bool GpuQueueCore::IsIdle() {
 
 absl::Status GpuQueueCore::error() {
   absl::MutexLock lock(&mu_);
+  if (!error_.ok()) return error_;
+  // The device fails its queues on its dispatcher, a moment after it
+  // learns of the failure. In that moment IsIdle() already says idle (a
+  // failed context runs nothing more): the failure must be this queue's
+  // error too, or an idle queue would report that its faulted work ran.
+  if (GpuDevice::Pass pass(*device_, epoch_); !pass) {
+    return device_->PassRefused();
+  }
   return error_;
 }
 
@@ -429,6 +442,7 @@ void GpuQueueCore::MaybeDestroyLocked() {
 
 void GpuQueueCore::Completed(uint64_t count, int64_t end_ns) {
   Callbacks callbacks;
+  Callbacks idle_tail;
   {
     absl::MutexLock lock(&mu_);
     if (count <= completed_) return;
@@ -444,21 +458,31 @@ void GpuQueueCore::Completed(uint64_t count, int64_t end_ns) {
     // Work that ran reports OK, unless teardown cancelled the queue (the
     // caller waited for an outcome that no longer matters).
     const absl::Status ran = cancelled_ ? error_ : absl::OkStatus();
+    size_t busy = 0;  // The callbacks up to the last that is not an OnIdle's.
     while (!pending_.empty() && pending_.front().at <= completed_) {
       Pending& p = pending_.front();
       callbacks.emplace_back(std::move(p.done), p.skipped ? error_ : ran);
+      if (!p.idle) busy = callbacks.size();
       pending_.pop_front();
     }
+    const size_t completions = callbacks.size();
     PumpLocked(&callbacks);
-    if (callbacks.empty()) {
-      MaybeDestroyLocked();
-      return;
-    }
-    ++delivering_;
+    if (callbacks.size() != completions) busy = callbacks.size();
+    // OnIdle's callbacks at the end run once the queue is idle again (not
+    // delivering): a SynchronizeQueue they answer is followed by a
+    // QueryQueue that says idle.
+    idle_tail.assign(std::make_move_iterator(callbacks.begin() + busy),
+                     std::make_move_iterator(callbacks.end()));
+    callbacks.resize(busy);
+    if (!callbacks.empty()) ++delivering_;
   }
-  Deliver(std::move(callbacks));  // On the dispatcher: runs them now.
+  if (!callbacks.empty()) {
+    Deliver(std::move(callbacks));  // On the dispatcher: runs them now.
+    absl::MutexLock lock(&mu_);
+    --delivering_;
+  }
+  Deliver(std::move(idle_tail));
   absl::MutexLock lock(&mu_);
-  --delivering_;
   MaybeDestroyLocked();
 }
 
