@@ -438,8 +438,21 @@ TEST_F(StreamBoundsTest, AbandonedReadsStillQueuedKeepTheirBytesCounted) {
     ctx.set_deadline(Deadline(absl::Seconds(30)));
     return stub_->ReadBuffer(&ctx, read, &data);
   };
+  // A read larger than the limit, always refused (taking nothing), says how
+  // many bytes of the session are in use: whether that is `bytes`.
+  v1::ReadBufferRequest oversized = read;
+  oversized.set_size(kPendingLimit + 1);
+  std::string said;
+  auto in_use_is = [&](uint64_t bytes) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(Deadline(absl::Seconds(30)));
+    v1::ReadBufferResponse ignored;
+    said = stub_->ReadBuffer(&ctx, oversized, &ignored).error_message();
+    return absl::StrContains(said, absl::StrCat(": ", bytes, " bytes"));
+  };
   // Opens the gate on flag `flag`; once the abandoned reads ran, a read on
-  // queue 2 passes again.
+  // queue 2 passes again. Its own bytes count until gRPC is done sending
+  // them, a moment after this client has them: wait for that too.
   auto open_and_drain = [&](uint64_t flag) {
     v1::SignalFlagRequest open;
     open.set_flag_id(flag);
@@ -449,6 +462,8 @@ TEST_F(StreamBoundsTest, AbandonedReadsStillQueuedKeepTheirBytesCounted) {
     const grpc::Status again = read_other_queue();
     EXPECT_TRUE(again.ok()) << again.error_message();
     EXPECT_EQ(data.data().size(), kUnaryBytes);
+    EXPECT_TRUE(PollUntil(absl::Seconds(10), [&] { return in_use_is(0); }))
+        << said;
   };
 
   // Unary reads behind gate 8, each given up after 50 ms.
@@ -469,8 +484,7 @@ TEST_F(StreamBoundsTest, AbandonedReadsStillQueuedKeepTheirBytesCounted) {
   v1::ReadBufferRequest gated = read;
   gated.set_queue_id(queue_);
   // All at once; once the daemon has admitted them all, their callers
-  // cancel. A read larger than the limit, always refused (taking nothing),
-  // says how many bytes are in use.
+  // cancel.
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
   for (uint64_t i = 0; i < kUnaryReads; ++i) {
     contexts.push_back(std::make_unique<grpc::ClientContext>());
@@ -486,17 +500,8 @@ TEST_F(StreamBoundsTest, AbandonedReadsStillQueuedKeepTheirBytesCounted) {
       cancelled += s.error_code() == grpc::StatusCode::CANCELLED;
     });
   }
-  v1::ReadBufferRequest oversized = read;
-  oversized.set_size(kPendingLimit + 1);
-  const std::string in_use =
-      absl::StrCat(": ", kUnaryReads * kUnaryBytes, " bytes");
-  std::string said;
-  const bool all_admitted = PollUntil(absl::Seconds(30), [&] {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(Deadline(absl::Seconds(30)));
-    said = stub_->ReadBuffer(&ctx, oversized, &data).error_message();
-    return absl::StrContains(said, in_use);
-  });
+  const bool all_admitted = PollUntil(
+      absl::Seconds(30), [&] { return in_use_is(kUnaryReads * kUnaryBytes); });
   for (auto& ctx : contexts) ctx->TryCancel();
   for (std::thread& t : readers) t.join();
   ASSERT_TRUE(all_admitted) << said;

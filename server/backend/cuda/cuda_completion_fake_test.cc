@@ -106,22 +106,26 @@ TEST(CudaCompletionFakeTest, AQueueIsIdleWhenItsOnIdleCallbackRuns) {
   for (int round = 0; round < 20; ++round) {
     ASSERT_TRUE(
         q->Launch(add, {{1}, {1}}, {BufferArg{counter}, uint64_t{1}}).ok());
-    absl::Notification read, idle;
-    ASSERT_TRUE(q->Read(counter, 0, 8, [&](absl::StatusOr<std::string> data) {
+    // Shared with the callbacks: an ASSERT may end the round first.
+    struct Round {
+      absl::Notification read, idle;
+      bool idle_then = false;
+      absl::Status idle_status = absl::UnknownError("not called");
+    };
+    auto r = std::make_shared<Round>();
+    ASSERT_TRUE(q->Read(counter, 0, 8, [r](absl::StatusOr<std::string> data) {
                    EXPECT_TRUE(data.ok()) << data.status();
-                   read.Notify();
+                   r->read.Notify();
                  }).ok());
-    bool idle_then = false;
-    absl::Status idle_status = absl::UnknownError("not called");
-    q->OnIdle([&](absl::Status s) {
-      idle_then = q->IsIdle();
-      idle_status = std::move(s);
-      idle.Notify();
+    q->OnIdle([r, queue = q.get()](absl::Status s) {
+      r->idle_then = queue->IsIdle();
+      r->idle_status = std::move(s);
+      r->idle.Notify();
     });
-    ASSERT_TRUE(idle.WaitForNotificationWithTimeout(kPrompt));
-    EXPECT_TRUE(read.HasBeenNotified());
-    EXPECT_TRUE(idle_status.ok()) << idle_status;
-    EXPECT_TRUE(idle_then) << "round " << round;
+    ASSERT_TRUE(r->idle.WaitForNotificationWithTimeout(kPrompt));
+    EXPECT_TRUE(r->read.HasBeenNotified());
+    EXPECT_TRUE(r->idle_status.ok()) << r->idle_status;
+    EXPECT_TRUE(r->idle_then) << "round " << round;
   }
 }
 

@@ -4,8 +4,10 @@
 // proportion, refused where they do not fit, stale after a reset).
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -152,16 +154,19 @@ TEST_F(CudaSharingFakeTest, AFaultInATenantContextStaysThere) {
 }
 
 // The device learns of a fault at once, and its dispatcher fails each
-// queue a moment later. In between, a queue of the failed context runs
-// nothing more, so it is idle; it must not also report OK, or a
-// SynchronizeQueue answered then (a fast path asks IsIdle, then error())
-// tells the client its faulted kernel succeeded. The dispatcher is held
-// in a host function of another queue to keep that moment open.
+// queue a moment later (the dispatcher is held here, in a host function of
+// another queue, to keep that moment open). In it, a queue of the failed
+// context must not report idle and OK (a SynchronizeQueue answered then, by
+// the fast path that asks IsIdle and then error(), would tell the client
+// that its faulted kernel ran), must not report idle while a read's
+// delivery is still due, and must answer every OnIdle.
 TEST_F(CudaSharingFakeTest, AQueueOfAFailedContextIsNeverIdleAndOk) {
+  // Before the context: the callbacks below may run until it goes.
+  absl::Notification failed, held, release, read, idle[2];
+  absl::Status read_status, idle_status[2];
   auto created = device_->CreateContext();  // Its sticky error dies with it.
   ASSERT_TRUE(created.ok()) << created.status();
   Device& ctx = **created;
-  absl::Notification failed;
   ctx.SetFatalErrorHandler([&](const DeviceFailure&) { failed.Notify(); });
   auto modules = ctx.BuiltinModules();
   ASSERT_FALSE(modules.empty());
@@ -171,7 +176,11 @@ TEST_F(CudaSharingFakeTest, AQueueOfAFailedContextIsNeverIdleAndOk) {
   auto holder = *ctx.CreateQueue(QueueOptions{});
   auto faulting = *ctx.CreateQueue(QueueOptions{});
   auto noticing = *ctx.CreateQueue(QueueOptions{});
-  absl::Notification held, release;
+  auto buffer = *ctx.Allocate(8, MemoryKind::kDevice);
+  // Whatever ends the test, the dispatcher goes on.
+  absl::Cleanup let_go = [&] {
+    if (!release.HasBeenNotified()) release.Notify();
+  };
   ASSERT_TRUE(holder
                   ->HostFunc([&] {
                     held.Notify();
@@ -179,6 +188,14 @@ TEST_F(CudaSharingFakeTest, AQueueOfAFailedContextIsNeverIdleAndOk) {
                   })
                   .ok());
   ASSERT_TRUE(held.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  // The read's delivery needs the dispatcher: it stays due.
+  ASSERT_TRUE(faulting
+                  ->Read(buffer, 0, 8,
+                         [&](absl::StatusOr<std::string> data) {
+                           read_status = data.status();
+                           read.Notify();
+                         })
+                  .ok());
   ASSERT_TRUE(faulting->Launch(kernel("trap"), {{1}, {1}}, {}).ok());
   // A launch on the poisoned context is refused by the driver: the device
   // fails then, on this thread, while its dispatcher is still held.
@@ -188,20 +205,30 @@ TEST_F(CudaSharingFakeTest, AQueueOfAFailedContextIsNeverIdleAndOk) {
     absl::SleepFor(absl::Milliseconds(1));
   }
   ASSERT_TRUE(ctx.failed());
-  EXPECT_FALSE(failed.HasBeenNotified());  // The moment is still open.
+  ASSERT_FALSE(failed.HasBeenNotified());  // The moment is still open.
+  EXPECT_FALSE(faulting->IsIdle()) << "the read's delivery is still due";
   const absl::Status error = faulting->error();
   EXPECT_EQ(error.code(), absl::StatusCode::kAborted) << error;
   EXPECT_TRUE(absl::StrContains(error.message(), "LAUNCH_FAILED")) << error;
-  absl::Notification idle;
-  absl::Status idle_status;
-  faulting->OnIdle([&](absl::Status s) {
-    idle_status = std::move(s);
-    idle.Notify();
-  });
+  // Two OnIdles: the first one's no-op is refused (the device failed); the
+  // second must not wait on that no-op, which never runs.
+  for (int i = 0; i < 2; ++i) {
+    faulting->OnIdle([&, i](absl::Status s) {
+      idle_status[i] = std::move(s);
+      idle[i].Notify();
+    });
+  }
   release.Notify();
-  ASSERT_TRUE(idle.WaitForNotificationWithTimeout(absl::Seconds(20)));
-  EXPECT_EQ(idle_status.code(), absl::StatusCode::kAborted) << idle_status;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(idle[i].WaitForNotificationWithTimeout(absl::Seconds(20)))
+        << "OnIdle " << i << " was never answered";
+    EXPECT_EQ(idle_status[i].code(), absl::StatusCode::kAborted)
+        << idle_status[i];
+  }
+  ASSERT_TRUE(read.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  EXPECT_EQ(read_status.code(), absl::StatusCode::kAborted) << read_status;
   EXPECT_TRUE(failed.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  EXPECT_TRUE(faulting->IsIdle());
   EXPECT_EQ(faulting->error().code(), absl::StatusCode::kAborted);
 }
 

@@ -99,7 +99,8 @@ absl::Status GpuQueueCore::Submit(Op op) {
                                  /*pumped=*/false) == 0;
       if (now && !refused) {
         status = IssueLocked(op, &callbacks);
-        if (!status.ok()) {  // Not enqueued after all.
+        if (!status.ok()) {      // Not enqueued after all.
+          last_idle_ = nullptr;  // Its group never runs: none may join it.
           admission.Release(*member_, 1);
           if (counted) {
             ChargeInflight(-1);
@@ -315,10 +316,10 @@ std::shared_ptr<Watch> GpuQueueCore::OnIdle(
   bool idle;
   {
     absl::MutexLock lock(&mu_);
-    idle = IdleLocked();
-    // Nothing submitted since the last OnIdle's no-op: it serves this one
-    // too (the work it waits for is the same).
-    if (!idle && last_idle_ != nullptr) {
+    // Nothing submitted since the last OnIdle's no-op, and its watches have
+    // not run: it serves this one too (the work it waits for is the same),
+    // and answers it after them, even once the queue is idle.
+    if (last_idle_ != nullptr) {
       absl::MutexLock group_lock(&last_idle_->mu);
       if (!last_idle_->ran) {
         SweepCancelled(last_idle_->watches, last_idle_->swept_size,
@@ -327,6 +328,7 @@ std::shared_ptr<Watch> GpuQueueCore::OnIdle(
         return watch;
       }
     }
+    idle = IdleLocked();
   }
   if (idle) {
     watch->Run(error());
@@ -399,11 +401,18 @@ bool GpuQueueCore::Fail(const absl::Status& status) {
 
 bool GpuQueueCore::IsIdle() {
   absl::MutexLock lock(&mu_);
+  // OnIdle watches not yet answered: they answer first (a SynchronizeQueue
+  // before what asks now).
+  if (last_idle_ != nullptr) {
+    absl::MutexLock group_lock(&last_idle_->mu);
+    if (!last_idle_->ran) return false;
+  }
   if (IdleLocked()) return true;
-  // Callbacks not yet run (a host function, a read's delivery) mean busy.
+  // Callbacks not yet run (a host function, a read's delivery) mean busy,
+  // on a failed device too (Fail() runs them).
+  if (!held_.empty() || !pending_.empty() || delivering_ != 0) return false;
   GpuDevice::Pass pass(*device_, epoch_);
-  if (!held_.empty() || !pending_.empty() || delivering_ != 0 || !pass ||
-      !device_->MakeCurrent().ok()) {
+  if (!pass || !device_->MakeCurrent().ok()) {
     return !pass;  // A failed or reset context runs nothing more.
   }
   // Markers lag; the stream itself knows.
