@@ -24,6 +24,9 @@ constexpr absl::Duration kPrompt = absl::Seconds(5);
 // function and synchronize still complete: the backend's completion
 // tracking must not wait behind that thread.
 TEST(CudaCompletionFakeTest, CompletionsDoNotWaitForTheCallbackThread) {
+  // Before the device: its teardown runs callbacks still due.
+  absl::Notification host_func, idle;
+  absl::Status idle_status = absl::UnknownError("not called");
   auto opened = OpenCudaDriver(FakeCudaDriverPath());
   ASSERT_TRUE(opened.ok()) << opened.status();
   std::shared_ptr<const CudaAdapter> adapter = *std::move(opened);
@@ -62,14 +65,11 @@ TEST(CudaCompletionFakeTest, CompletionsDoNotWaitForTheCallbackThread) {
   auto counter = *device->Allocate(8, MemoryKind::kDevice);
   ASSERT_TRUE(
       q->Launch(add, {{1}, {1}}, {BufferArg{counter}, uint64_t{41}}).ok());
-  absl::Notification host_func;
   ASSERT_TRUE(q->HostFunc([&host_func] { host_func.Notify(); }).ok());
   ASSERT_TRUE(
       q->Launch(add, {{1}, {1}}, {BufferArg{counter}, uint64_t{1}}).ok());
   // Blocks for at most kPrompt; asserted once the callback thread is free.
   const absl::StatusOr<uint64_t> value = ReadU64(*q, counter, kPrompt);
-  absl::Notification idle;
-  absl::Status idle_status = absl::UnknownError("not called");
   q->OnIdle([&](absl::Status s) {
     idle_status = s;
     idle.Notify();
@@ -117,8 +117,9 @@ TEST(CudaCompletionFakeTest, AQueueIsIdleWhenItsOnIdleCallbackRuns) {
                    EXPECT_TRUE(data.ok()) << data.status();
                    r->read.Notify();
                  }).ok());
-    q->OnIdle([r, queue = q.get()](absl::Status s) {
-      r->idle_then = queue->IsIdle();
+    q->OnIdle([r, queue = std::weak_ptr<Queue>(q)](absl::Status s) {
+      auto alive = queue.lock();
+      r->idle_then = alive != nullptr && alive->IsIdle();
       r->idle_status = std::move(s);
       r->idle.Notify();
     });

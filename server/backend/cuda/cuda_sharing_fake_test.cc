@@ -2,6 +2,7 @@
 // tenant's own (its fault is its own) and SM partitions (green contexts:
 // sized by weight at the device's granularity, SM-bound work slowed in
 // proportion, refused where they do not fit, stale after a reset).
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -159,11 +160,16 @@ TEST_F(CudaSharingFakeTest, AFaultInATenantContextStaysThere) {
 // context must not report idle and OK (a SynchronizeQueue answered then, by
 // the fast path that asks IsIdle and then error(), would tell the client
 // that its faulted kernel ran), must not report idle while a read's
-// delivery is still due, and must answer every OnIdle.
+// delivery is still due (nor while it runs), and must answer every OnIdle,
+// in order, after the read.
 TEST_F(CudaSharingFakeTest, AQueueOfAFailedContextIsNeverIdleAndOk) {
   // Before the context: the callbacks below may run until it goes.
-  absl::Notification failed, held, release, read, idle[2];
+  absl::Notification failed, held, release, read, idle[2], other_read;
   absl::Status read_status, idle_status[2];
+  std::atomic<int> answers{0};  // Callbacks run, in order.
+  int read_answer = -1, idle_answer[2] = {-1, -1};
+  bool idle_during_read = true, idle_when_answered[2] = {false, false};
+  bool other_idle_during_read = true;
   auto created = device_->CreateContext();  // Its sticky error dies with it.
   ASSERT_TRUE(created.ok()) << created.status();
   Device& ctx = **created;
@@ -176,7 +182,15 @@ TEST_F(CudaSharingFakeTest, AQueueOfAFailedContextIsNeverIdleAndOk) {
   auto holder = *ctx.CreateQueue(QueueOptions{});
   auto faulting = *ctx.CreateQueue(QueueOptions{});
   auto noticing = *ctx.CreateQueue(QueueOptions{});
+  auto reading = *ctx.CreateQueue(QueueOptions{});  // No OnIdle on it.
   auto buffer = *ctx.Allocate(8, MemoryKind::kDevice);
+  // Asked from the callbacks, which may outlive the test's handle.
+  const std::weak_ptr<Queue> weak_faulting = faulting;
+  auto faulting_idle = [weak_faulting] {
+    auto q = weak_faulting.lock();
+    return q != nullptr && q->IsIdle();
+  };
+  const std::weak_ptr<Queue> weak_reading = reading;
   // Whatever ends the test, the dispatcher goes on.
   absl::Cleanup let_go = [&] {
     if (!release.HasBeenNotified()) release.Notify();
@@ -193,7 +207,17 @@ TEST_F(CudaSharingFakeTest, AQueueOfAFailedContextIsNeverIdleAndOk) {
                   ->Read(buffer, 0, 8,
                          [&](absl::StatusOr<std::string> data) {
                            read_status = data.status();
+                           read_answer = answers++;
+                           idle_during_read = faulting_idle();
                            read.Notify();
+                         })
+                  .ok());
+  ASSERT_TRUE(reading
+                  ->Read(buffer, 0, 8,
+                         [&, weak_reading](absl::StatusOr<std::string>) {
+                           auto q = weak_reading.lock();
+                           other_idle_during_read = q != nullptr && q->IsIdle();
+                           other_read.Notify();
                          })
                   .ok());
   ASSERT_TRUE(faulting->Launch(kernel("trap"), {{1}, {1}}, {}).ok());
@@ -210,23 +234,35 @@ TEST_F(CudaSharingFakeTest, AQueueOfAFailedContextIsNeverIdleAndOk) {
   const absl::Status error = faulting->error();
   EXPECT_EQ(error.code(), absl::StatusCode::kAborted) << error;
   EXPECT_TRUE(absl::StrContains(error.message(), "LAUNCH_FAILED")) << error;
-  // Two OnIdles: the first one's no-op is refused (the device failed); the
-  // second must not wait on that no-op, which never runs.
+  // Two OnIdles: the device refuses the first one's no-op; neither is
+  // answered before the read (whose delivery the failure makes), and the
+  // second joins the first.
   for (int i = 0; i < 2; ++i) {
     faulting->OnIdle([&, i](absl::Status s) {
       idle_status[i] = std::move(s);
+      idle_answer[i] = answers++;
+      idle_when_answered[i] = faulting_idle();
       idle[i].Notify();
     });
   }
+  EXPECT_FALSE(idle[0].HasBeenNotified()) << "answered before the read";
+  EXPECT_FALSE(idle[1].HasBeenNotified()) << "answered before the read";
   release.Notify();
+  ASSERT_TRUE(read.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  EXPECT_EQ(read_status.code(), absl::StatusCode::kAborted) << read_status;
+  EXPECT_FALSE(idle_during_read) << "idle while the read's data was due";
+  ASSERT_TRUE(other_read.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  EXPECT_FALSE(other_idle_during_read) << "idle while the read's data was due";
   for (int i = 0; i < 2; ++i) {
     ASSERT_TRUE(idle[i].WaitForNotificationWithTimeout(absl::Seconds(20)))
         << "OnIdle " << i << " was never answered";
     EXPECT_EQ(idle_status[i].code(), absl::StatusCode::kAborted)
         << idle_status[i];
+    EXPECT_TRUE(idle_when_answered[i]) << "OnIdle " << i;
   }
-  ASSERT_TRUE(read.WaitForNotificationWithTimeout(absl::Seconds(20)));
-  EXPECT_EQ(read_status.code(), absl::StatusCode::kAborted) << read_status;
+  EXPECT_EQ(read_answer, 0);
+  EXPECT_EQ(idle_answer[0], 1);
+  EXPECT_EQ(idle_answer[1], 2);
   EXPECT_TRUE(failed.WaitForNotificationWithTimeout(absl::Seconds(20)));
   EXPECT_TRUE(faulting->IsIdle());
   EXPECT_EQ(faulting->error().code(), absl::StatusCode::kAborted);

@@ -404,11 +404,23 @@ void GpuDevice::Release(uint64_t epoch, absl::AnyInvocable<void()> fn) {
 }
 
 void GpuDevice::Track(std::shared_ptr<GpuQueueCore> core) {
+  absl::Status failure;
   {
     absl::MutexLock lock(&mu_);
-    tracked_.push_back(core);
+    if (!failed()) {
+      tracked_.push_back(std::move(core));
+    } else {
+      failure = failure_;
+    }
   }
-  dispatcher_->Wake();  // It may be asleep with nothing to poll.
+  if (failure.ok()) {
+    dispatcher_->Wake();  // It may be asleep with nothing to poll.
+    return;
+  }
+  // Failed: no tick polls the device, and Fail() took the queues tracked
+  // then. Work this one holds since (an OnIdle's no-op) fails too, on the
+  // dispatcher (the caller holds the queue's lock).
+  dispatcher_->Post([core = std::move(core), failure] { core->Fail(failure); });
 }
 
 std::shared_ptr<Watch> GpuDevice::WatchEvent(

@@ -190,7 +190,8 @@ class GpuDevice : public Device {
     return capture_failures_.load(std::memory_order_relaxed);
   }
 
-  // Queues with work in flight or held, polled by the dispatcher.
+  // Queues with work in flight or held, polled by the dispatcher; on a
+  // failed device, failed (on the dispatcher) instead.
   void Track(std::shared_ptr<GpuQueueCore> core);
   // Host-side waits for an event record, polled by the dispatcher.
   // Null when `done` ran at once (the device failed).

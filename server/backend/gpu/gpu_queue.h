@@ -6,6 +6,8 @@
 #include <atomic>
 #include <deque>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
@@ -169,8 +171,25 @@ class GpuQueueCore : public std::enable_shared_from_this<GpuQueueCore>,
     bool skipped;  // Enqueued after the sticky error: gets that error.
     bool idle;     // An OnIdle no-op's: runs once the queue is idle.
   };
-  using Callbacks = std::vector<
-      std::pair<absl::AnyInvocable<void(absl::Status)>, absl::Status>>;
+  // A callback due, with its outcome. `idle`: an OnIdle group's, which
+  // runs once the queue is idle (after the others of its batch).
+  struct Callback {
+    Callback(absl::AnyInvocable<void(absl::Status)> done, absl::Status status,
+             bool idle = false)
+        : done(std::move(done)), status(std::move(status)), idle(idle) {}
+    absl::AnyInvocable<void(absl::Status)> done;
+    absl::Status status;
+    bool idle;
+  };
+  using Callbacks = std::vector<Callback>;
+  // Callbacks made due under mu_, in the order they must run. From then
+  // until the last that is not an OnIdle's has run, the queue counts them
+  // in delivering_ (it is not idle while a read's data or a host function
+  // is still to come), whichever thread delivers them.
+  struct Delivery {
+    Callbacks callbacks;
+    size_t busy = 0;  // How many run before delivering_ drops again.
+  };
 
   // Issues `op` (mu_ held), admitted already. On error the op is handed
   // back untouched. A marker the driver refuses makes the queue sticky:
@@ -206,8 +225,16 @@ class GpuQueueCore : public std::enable_shared_from_this<GpuQueueCore>,
     return held_.empty() && completed_ == issued_ && delivering_ == 0;
   }
   void MaybeDestroyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Runs callbacks on the dispatcher (at once when already there).
-  void Deliver(Callbacks callbacks);
+  // Makes `callbacks` due (counts them in delivering_), for Deliver once
+  // mu_ is released. Every callback the queue makes goes this way.
+  Delivery DueLocked(Callbacks callbacks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs a delivery on the dispatcher (at once when already there), in
+  // order, and stops counting it after its last callback that is not an
+  // OnIdle's.
+  void Deliver(Delivery delivery) ABSL_LOCKS_EXCLUDED(mu_);
+  // The device failed, or was reset since the stream was made: no pass is
+  // granted for epoch_, and Fail() comes (or came) for this queue.
+  bool Lost() const;
   // Destroys the stream on the cleanup thread, once.
   void ReleaseStream();
 
@@ -252,8 +279,8 @@ class GpuQueueCore : public std::enable_shared_from_this<GpuQueueCore>,
   // batches start when the previous one completed (MonotonicNanos).
   int64_t busy_start_ns_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t last_complete_ns_ ABSL_GUARDED_BY(mu_) = 0;
-  // Completions taken out of pending_ whose callbacks have not run yet: the
-  // queue is not idle until they have (a host function, a read's data).
+  // Deliveries whose callbacks have not all run yet (DueLocked): the queue
+  // is not idle until they have (a host function, a read's data).
   int delivering_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_issue_ ABSL_GUARDED_BY(mu_);
   absl::Time last_query_ ABSL_GUARDED_BY(mu_);

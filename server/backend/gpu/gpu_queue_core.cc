@@ -1,7 +1,6 @@
 // GpuQueueCore: the budget, the held FIFO and completion through markers.
 #include <algorithm>
 #include <atomic>
-#include <iterator>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -69,6 +68,7 @@ void GpuQueueCore::JoinAdmission(uint64_t session_key) {
 
 absl::Status GpuQueueCore::Submit(Op op) {
   Callbacks callbacks;
+  Delivery delivery;
   absl::Status status;
   bool held = false;
   {
@@ -80,7 +80,8 @@ absl::Status GpuQueueCore::Submit(Op op) {
       // OnIdle still means idle). Never enqueued: not counted.
       if (op.done) {
         if (completed_ == issued_) {
-          callbacks.emplace_back(std::move(op.done), error_);
+          callbacks.emplace_back(std::move(op.done), error_,
+                                 op.idle != nullptr);
         } else {
           pending_.push_back({issued_, std::move(op.done), /*skipped=*/true,
                               /*idle=*/op.idle != nullptr});
@@ -99,11 +100,21 @@ absl::Status GpuQueueCore::Submit(Op op) {
                                  /*pumped=*/false) == 0;
       if (now && !refused) {
         status = IssueLocked(op, &callbacks);
-        if (!status.ok()) {      // Not enqueued after all.
-          last_idle_ = nullptr;  // Its group never runs: none may join it.
+        if (!status.ok()) {  // Not enqueued after all.
           admission.Release(*member_, 1);
           if (counted) {
             ChargeInflight(-1);
+          }
+          if (op.idle != nullptr && Lost()) {
+            // An OnIdle's no-op on a lost context: held, for Fail() to
+            // answer after the work before it (a read's data, an earlier
+            // OnIdle), never before. Tracked: a failed device fails it.
+            held_.push_back(std::move(op));
+            held = true;
+            TrackLocked();
+            status = absl::OkStatus();
+          } else {
+            last_idle_ = nullptr;  // Its group never runs: none may join.
           }
         }
       } else {
@@ -113,9 +124,10 @@ absl::Status GpuQueueCore::Submit(Op op) {
         if (refused) WaitAdmissionLocked();
       }
     }
+    delivery = DueLocked(std::move(callbacks));
   }
   if (held) device_->dispatcher().Wake();
-  Deliver(std::move(callbacks));
+  Deliver(std::move(delivery));
   return status;
 }
 
@@ -298,7 +310,9 @@ void GpuQueueCore::StickLocked(const absl::Status& status, Callbacks* out) {
   int64_t dropped = 0;
   for (Op& op : held_) {
     if (op.counted) ++dropped;
-    if (op.done) out->emplace_back(std::move(op.done), error_);
+    if (op.done) {
+      out->emplace_back(std::move(op.done), error_, op.idle != nullptr);
+    }
   }
   held_.clear();
   ChargeInflight(-dropped);
@@ -361,17 +375,19 @@ std::shared_ptr<Watch> GpuQueueCore::OnIdle(
 }
 
 void GpuQueueCore::Cancel(const absl::Status& reason) {
-  Callbacks callbacks;
+  Delivery delivery;
   {
     absl::MutexLock lock(&mu_);
     cancelled_ = true;
+    Callbacks callbacks;
     StickLocked(reason, &callbacks);
+    delivery = DueLocked(std::move(callbacks));
   }
-  Deliver(std::move(callbacks));
+  Deliver(std::move(delivery));
 }
 
 bool GpuQueueCore::Fail(const absl::Status& status) {
-  Callbacks callbacks;
+  Delivery delivery;
   bool kernel_in_flight;
   {
     absl::MutexLock lock(&mu_);
@@ -379,23 +395,27 @@ bool GpuQueueCore::Fail(const absl::Status& status) {
     // memory, readable while the device is failed): a kernel that finished
     // before the fault is no suspect.
     kernel_in_flight = kernel_issued_ > std::max(completed_, LandedLocked());
+    // In issue order: the pending callbacks, then the held ops'.
+    Callbacks callbacks;
+    for (Pending& p : pending_) {
+      callbacks.emplace_back(std::move(p.done), status, p.idle);
+    }
+    pending_.clear();
     StickLocked(status, &callbacks);
     // No marker will come back from a failed context.
     for (const EventMark& mark : event_marks_) {
       device_->events().Put(mark.event, /*timing=*/false, epoch_);
     }
     event_marks_.clear();
-    for (Pending& p : pending_)
-      callbacks.emplace_back(std::move(p.done), status);
-    pending_.clear();
     // Whether it ran is unknown: dropped.
     device_->admission().Release(*member_,
                                  SettleLocked(issued_, /*ran=*/false));
     completed_ = issued_;
     marked_ = issued_;
+    delivery = DueLocked(std::move(callbacks));
     MaybeDestroyLocked();
   }
-  Deliver(std::move(callbacks));
+  Deliver(std::move(delivery));
   return kernel_in_flight;
 }
 
@@ -409,7 +429,7 @@ bool GpuQueueCore::IsIdle() {
   }
   if (IdleLocked()) return true;
   // Callbacks not yet run (a host function, a read's delivery) mean busy,
-  // on a failed device too (Fail() runs them).
+  // on a lost context too (Fail() runs them).
   if (!held_.empty() || !pending_.empty() || delivering_ != 0) return false;
   GpuDevice::Pass pass(*device_, epoch_);
   if (!pass || !device_->MakeCurrent().ok()) {
@@ -420,6 +440,10 @@ bool GpuQueueCore::IsIdle() {
   return done.ok() && *done;
 }
 
+bool GpuQueueCore::Lost() const {
+  return device_->failed() || device_->epoch() != epoch_;
+}
+
 absl::Status GpuQueueCore::error() {
   absl::MutexLock lock(&mu_);
   if (!error_.ok()) return error_;
@@ -427,9 +451,7 @@ absl::Status GpuQueueCore::error() {
   // learns of the failure. In that moment IsIdle() already says idle (a
   // failed context runs nothing more): the failure must be this queue's
   // error too, or an idle queue would report that its faulted work ran.
-  if (GpuDevice::Pass pass(*device_, epoch_); !pass) {
-    return device_->PassRefused();
-  }
+  if (Lost()) return device_->PassRefused();
   return error_;
 }
 
@@ -450,8 +472,7 @@ void GpuQueueCore::MaybeDestroyLocked() {
 }
 
 void GpuQueueCore::Completed(uint64_t count, int64_t end_ns) {
-  Callbacks callbacks;
-  Callbacks idle_tail;
+  Delivery delivery;
   {
     absl::MutexLock lock(&mu_);
     if (count <= completed_) return;
@@ -467,32 +488,18 @@ void GpuQueueCore::Completed(uint64_t count, int64_t end_ns) {
     // Work that ran reports OK, unless teardown cancelled the queue (the
     // caller waited for an outcome that no longer matters).
     const absl::Status ran = cancelled_ ? error_ : absl::OkStatus();
-    size_t busy = 0;  // The callbacks up to the last that is not an OnIdle's.
+    Callbacks callbacks;
     while (!pending_.empty() && pending_.front().at <= completed_) {
       Pending& p = pending_.front();
-      callbacks.emplace_back(std::move(p.done), p.skipped ? error_ : ran);
-      if (!p.idle) busy = callbacks.size();
+      callbacks.emplace_back(std::move(p.done), p.skipped ? error_ : ran,
+                             p.idle);
       pending_.pop_front();
     }
-    const size_t completions = callbacks.size();
     PumpLocked(&callbacks);
-    if (callbacks.size() != completions) busy = callbacks.size();
-    // OnIdle's callbacks at the end run once the queue is idle again (not
-    // delivering): a SynchronizeQueue they answer is followed by a
-    // QueryQueue that says idle.
-    idle_tail.assign(std::make_move_iterator(callbacks.begin() + busy),
-                     std::make_move_iterator(callbacks.end()));
-    callbacks.resize(busy);
-    if (!callbacks.empty()) ++delivering_;
+    delivery = DueLocked(std::move(callbacks));
+    MaybeDestroyLocked();
   }
-  if (!callbacks.empty()) {
-    Deliver(std::move(callbacks));  // On the dispatcher: runs them now.
-    absl::MutexLock lock(&mu_);
-    --delivering_;
-  }
-  Deliver(std::move(idle_tail));
-  absl::MutexLock lock(&mu_);
-  MaybeDestroyLocked();
+  Deliver(std::move(delivery));  // On the dispatcher: runs them now.
 }
 
 void GpuQueueCore::WaitAdmissionLocked() {
@@ -507,14 +514,16 @@ void GpuQueueCore::UnwaitAdmissionLocked() {
 }
 
 void GpuQueueCore::PumpAdmitted() {
-  Callbacks callbacks;
+  Delivery delivery;
   {
     absl::MutexLock lock(&mu_);
     waiting_admission_ = false;  // The pump took it off the line.
+    Callbacks callbacks;
     PumpLocked(&callbacks, /*pumped=*/true);
+    delivery = DueLocked(std::move(callbacks));
     MaybeDestroyLocked();
   }
-  Deliver(std::move(callbacks));
+  Deliver(std::move(delivery));
 }
 
 absl::Duration GpuQueueCore::Tick() {
@@ -525,10 +534,11 @@ absl::Duration GpuQueueCore::Tick() {
     if (landed <= completed_) landed = 0;
   }
   if (landed != 0) Completed(landed, MonotonicNanos());
-  Callbacks callbacks;
+  Delivery delivery;
   absl::Duration next = absl::InfiniteDuration();
   {
     absl::MutexLock lock(&mu_);
+    Callbacks callbacks;
     PumpLocked(&callbacks);
     const absl::Time now = absl::Now();
     if (marked_ != issued_ && now - last_issue_ >= kMarkDelay) {
@@ -549,6 +559,7 @@ absl::Duration GpuQueueCore::Tick() {
         if (!fatal) StickLocked(s, &callbacks);
       }
     }
+    delivery = DueLocked(std::move(callbacks));
     MaybeDestroyLocked();
     if (IdleLocked() || destroyed_) {
       tracked_ = false;  // Submit tracks it again when needed.
@@ -561,26 +572,49 @@ absl::Duration GpuQueueCore::Tick() {
       next = kPollPeriod;
     }
   }
-  Deliver(std::move(callbacks));
+  Deliver(std::move(delivery));
   return next;
 }
 
-void GpuQueueCore::Deliver(Callbacks callbacks) {
-  if (callbacks.empty()) return;
+GpuQueueCore::Delivery GpuQueueCore::DueLocked(Callbacks callbacks) {
+  Delivery delivery{std::move(callbacks)};
+  // OnIdle's callbacks at the end run once the queue is idle again: a
+  // SynchronizeQueue they answer may be followed at once by a QueryQueue,
+  // which must say idle.
+  for (size_t i = delivery.callbacks.size(); i > 0; --i) {
+    if (!delivery.callbacks[i - 1].idle) {
+      delivery.busy = i;
+      break;
+    }
+  }
+  if (delivery.busy != 0) ++delivering_;
+  return delivery;
+}
+
+void GpuQueueCore::Deliver(Delivery delivery) {
+  if (delivery.callbacks.empty()) return;
   // Each callback goes as soon as it has run: what it held (buffers whose
   // memory a later callback's caller expects back) is released in order.
-  auto run = [](Callbacks& callbacks) {
-    for (auto& [fn, status] : callbacks) {
-      fn(status);
-      fn = nullptr;
+  auto run = [](GpuQueueCore& core, Delivery& delivery) {
+    for (size_t i = 0; i < delivery.callbacks.size(); ++i) {
+      Callback& c = delivery.callbacks[i];
+      c.done(std::move(c.status));
+      c.done = nullptr;
+      if (i + 1 == delivery.busy) {
+        absl::MutexLock lock(&core.mu_);
+        --core.delivering_;
+        core.MaybeDestroyLocked();
+      }
     }
   };
   if (device_->dispatcher().InDispatcher()) {
-    run(callbacks);
+    run(*this, delivery);
     return;
   }
+  // The delivery keeps the core until it has run (it counts in it).
   device_->dispatcher().Post(
-      [run, callbacks = std::move(callbacks)]() mutable { run(callbacks); });
+      [run, self = shared_from_this(),
+       delivery = std::move(delivery)]() mutable { run(*self, delivery); });
 }
 
 }  // namespace gpustream::backend
