@@ -1,11 +1,13 @@
 // How the CUDA backend learns that work completed, on the fake driver: from
 // the queue's own stream (a progress word its markers write, polled), never
 // from a host function, which needs the driver's callback thread.
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
@@ -27,6 +29,10 @@ TEST(CudaCompletionFakeTest, CompletionsDoNotWaitForTheCallbackThread) {
   // Before the device: its teardown runs callbacks still due.
   absl::Notification host_func, idle;
   absl::Status idle_status = absl::UnknownError("not called");
+  struct Blocker {
+    absl::Notification entered;
+    absl::Notification release;
+  } blocker;
   auto opened = OpenCudaDriver(FakeCudaDriverPath());
   ASSERT_TRUE(opened.ok()) << opened.status();
   std::shared_ptr<const CudaAdapter> adapter = *std::move(opened);
@@ -34,15 +40,15 @@ TEST(CudaCompletionFakeTest, CompletionsDoNotWaitForTheCallbackThread) {
   ASSERT_TRUE(created.ok()) << created.status();
   std::unique_ptr<GpuDevice> device = *std::move(created);
   const CudaDriver& driver = adapter->table();
+  // Whatever ends the test, the callback thread goes on before the device.
+  absl::Cleanup free_callback_thread = [&] {
+    if (!blocker.release.HasBeenNotified()) blocker.release.Notify();
+  };
   ASSERT_TRUE(device->MakeCurrent().ok());
 
   // The other user's stream is created first: with the default 8 hardware
   // connections, round-robin, the queue's stream gets a connection of its
   // own, so only the callback thread is shared.
-  struct Blocker {
-    absl::Notification entered;
-    absl::Notification release;
-  } blocker;
   CUstream other = nullptr;
   ASSERT_EQ(
       driver.cuStreamCreateWithPriority(&other, CU_STREAM_NON_BLOCKING, 0),
@@ -128,6 +134,61 @@ TEST(CudaCompletionFakeTest, AQueueIsIdleWhenItsOnIdleCallbackRuns) {
     EXPECT_TRUE(r->idle_status.ok()) << r->idle_status;
     EXPECT_TRUE(r->idle_then) << "round " << round;
   }
+}
+
+// Session teardown cancels a queue from another thread: the work it holds
+// (a wait on a flag nobody sets, a SynchronizeQueue's no-op behind it) is
+// dropped, but answered after the work issued before it (a read), and the
+// teardown's drain, an OnIdle after the cancel, waits for that read too.
+// The dispatcher is held meanwhile, so the read cannot complete first.
+TEST(CudaCompletionFakeTest, ACancelledQueueAnswersHeldWorkAfterIssuedWork) {
+  // Before the device: its teardown runs callbacks still due.
+  absl::Notification held, release, read, idle, drained;
+  std::atomic<int> answers{0};
+  int read_answer = -1, idle_answer = -1, drained_answer = -1;
+  absl::Status idle_status;
+  auto created = OpenFakeCudaDevice();
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::unique_ptr<GpuDevice> device = *std::move(created);
+  auto holder = *device->CreateQueue(QueueOptions{});
+  auto q = *device->CreateQueue(QueueOptions{});
+  auto buffer = *device->Allocate(8, MemoryKind::kDevice);
+  auto flag = *device->CreateFlag();
+  absl::Cleanup let_go = [&] {
+    if (!release.HasBeenNotified()) release.Notify();
+  };
+  ASSERT_TRUE(holder
+                  ->HostFunc([&] {
+                    held.Notify();
+                    release.WaitForNotification();
+                  })
+                  .ok());
+  ASSERT_TRUE(held.WaitForNotificationWithTimeout(kPrompt));
+  ASSERT_TRUE(q->Read(buffer, 0, 8, [&](absl::StatusOr<std::string>) {
+                 read_answer = answers++;
+                 read.Notify();
+               }).ok());
+  ASSERT_TRUE(q->WaitFlag(flag, 1, WaitCondition::kEqual).ok());
+  q->OnIdle([&](absl::Status s) {
+    idle_status = std::move(s);
+    idle_answer = answers++;
+    idle.Notify();
+  });
+  q->Cancel(absl::CancelledError("torn down"));
+  q->OnIdle([&](absl::Status) {
+    drained_answer = answers++;
+    drained.Notify();
+  });
+  EXPECT_FALSE(q->IsIdle()) << "the read is still due";
+  release.Notify();
+  ASSERT_TRUE(read.WaitForNotificationWithTimeout(kPrompt));
+  ASSERT_TRUE(idle.WaitForNotificationWithTimeout(kPrompt));
+  ASSERT_TRUE(drained.WaitForNotificationWithTimeout(kPrompt));
+  EXPECT_EQ(read_answer, 0);
+  EXPECT_EQ(idle_answer, 1);
+  EXPECT_EQ(drained_answer, 2);
+  EXPECT_EQ(idle_status.code(), absl::StatusCode::kCancelled) << idle_status;
+  EXPECT_TRUE(q->IsIdle());
 }
 
 }  // namespace

@@ -419,8 +419,13 @@ void GpuDevice::Track(std::shared_ptr<GpuQueueCore> core) {
   }
   // Failed: no tick polls the device, and Fail() took the queues tracked
   // then. Work this one holds since (an OnIdle's no-op) fails too, on the
-  // dispatcher (the caller holds the queue's lock).
-  dispatcher_->Post([core = std::move(core), failure] { core->Fail(failure); });
+  // dispatcher (the caller holds the queue's lock). After Shutdown(), the
+  // device's destructor fails what is tracked.
+  absl::AnyInvocable<void()> fail = [core, failure] { core->Fail(failure); };
+  if (!dispatcher_->TryPost(fail)) {
+    absl::MutexLock lock(&mu_);
+    tracked_.push_back(std::move(core));
+  }
 }
 
 std::shared_ptr<Watch> GpuDevice::WatchEvent(

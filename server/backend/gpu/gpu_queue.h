@@ -219,6 +219,9 @@ class GpuQueueCore : public std::enable_shared_from_this<GpuQueueCore>,
   // its tenant does not look backlogged.
   void WaitAdmissionLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UnwaitAdmissionLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Makes `status` the queue's sticky error (the first one stays) and
+  // drops the held work: its callbacks get the error, in `out` when
+  // nothing is outstanding, else in pending_ behind the issued work.
   void StickLocked(const absl::Status& status, Callbacks* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool IdleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

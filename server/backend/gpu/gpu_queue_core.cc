@@ -307,21 +307,29 @@ uint64_t GpuQueueCore::SettleLocked(uint64_t upto, bool ran) {
 void GpuQueueCore::StickLocked(const absl::Status& status, Callbacks* out) {
   const bool first = error_.ok();
   if (first) error_ = status;
+  // The queue's error is news, not work: it does not keep the queue busy.
+  if (first && on_error_ && !cancelled_) {
+    out->emplace_back(
+        [self = shared_from_this()](absl::Status s) { self->on_error_(s); },
+        status, /*idle=*/true);
+  }
   int64_t dropped = 0;
   for (Op& op : held_) {
     if (op.counted) ++dropped;
-    if (op.done) {
+    if (!op.done) continue;
+    if (completed_ == issued_) {
       out->emplace_back(std::move(op.done), error_, op.idle != nullptr);
+    } else {
+      // Skipped, answered once the work before it has completed (as in
+      // Submit): never ahead of a pending read, and an OnIdle group
+      // dropped here still means idle for those that join it.
+      pending_.push_back({issued_, std::move(op.done), /*skipped=*/true,
+                          /*idle=*/op.idle != nullptr});
     }
   }
   held_.clear();
   ChargeInflight(-dropped);
   UnwaitAdmissionLocked();
-  if (first && on_error_ && !cancelled_) {
-    out->emplace_back(
-        [self = shared_from_this()](absl::Status s) { self->on_error_(s); },
-        status);
-  }
 }
 
 std::shared_ptr<Watch> GpuQueueCore::OnIdle(
@@ -395,13 +403,6 @@ bool GpuQueueCore::Fail(const absl::Status& status) {
     // memory, readable while the device is failed): a kernel that finished
     // before the fault is no suspect.
     kernel_in_flight = kernel_issued_ > std::max(completed_, LandedLocked());
-    // In issue order: the pending callbacks, then the held ops'.
-    Callbacks callbacks;
-    for (Pending& p : pending_) {
-      callbacks.emplace_back(std::move(p.done), status, p.idle);
-    }
-    pending_.clear();
-    StickLocked(status, &callbacks);
     // No marker will come back from a failed context.
     for (const EventMark& mark : event_marks_) {
       device_->events().Put(mark.event, /*timing=*/false, epoch_);
@@ -412,6 +413,14 @@ bool GpuQueueCore::Fail(const absl::Status& status) {
                                  SettleLocked(issued_, /*ran=*/false));
     completed_ = issued_;
     marked_ = issued_;
+    // In issue order: the pending callbacks, then the held ops' (nothing
+    // is outstanding now: StickLocked answers them too).
+    Callbacks callbacks;
+    for (Pending& p : pending_) {
+      callbacks.emplace_back(std::move(p.done), status, p.idle);
+    }
+    pending_.clear();
+    StickLocked(status, &callbacks);
     delivery = DueLocked(std::move(callbacks));
     MaybeDestroyLocked();
   }
