@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "server/backend/cuda/cuda_fake_testing.h"
 #include "server/backend/gpu/gpu_device.h"
+#include "server/backend/gpu/gpu_testing.h"
 
 namespace gpustream::backend {
 namespace {
@@ -143,7 +144,7 @@ TEST(CudaCompletionFakeTest, AQueueIsIdleWhenItsOnIdleCallbackRuns) {
 // The dispatcher is held meanwhile, so the read cannot complete first.
 TEST(CudaCompletionFakeTest, ACancelledQueueAnswersHeldWorkAfterIssuedWork) {
   // Before the device: its teardown runs callbacks still due.
-  absl::Notification held, release, read, idle, drained;
+  absl::Notification read, idle, drained;
   std::atomic<int> answers{0};
   int read_answer = -1, idle_answer = -1, drained_answer = -1;
   absl::Status idle_status;
@@ -154,16 +155,8 @@ TEST(CudaCompletionFakeTest, ACancelledQueueAnswersHeldWorkAfterIssuedWork) {
   auto q = *device->CreateQueue(QueueOptions{});
   auto buffer = *device->Allocate(8, MemoryKind::kDevice);
   auto flag = *device->CreateFlag();
-  absl::Cleanup let_go = [&] {
-    if (!release.HasBeenNotified()) release.Notify();
-  };
-  ASSERT_TRUE(holder
-                  ->HostFunc([&] {
-                    held.Notify();
-                    release.WaitForNotification();
-                  })
-                  .ok());
-  ASSERT_TRUE(held.WaitForNotificationWithTimeout(kPrompt));
+  DispatcherHold hold(*holder);
+  ASSERT_TRUE(hold.Held());
   ASSERT_TRUE(q->Read(buffer, 0, 8, [&](absl::StatusOr<std::string>) {
                  read_answer = answers++;
                  read.Notify();
@@ -180,7 +173,7 @@ TEST(CudaCompletionFakeTest, ACancelledQueueAnswersHeldWorkAfterIssuedWork) {
     drained.Notify();
   });
   EXPECT_FALSE(q->IsIdle()) << "the read is still due";
-  release.Notify();
+  hold.Release();
   ASSERT_TRUE(read.WaitForNotificationWithTimeout(kPrompt));
   ASSERT_TRUE(idle.WaitForNotificationWithTimeout(kPrompt));
   ASSERT_TRUE(drained.WaitForNotificationWithTimeout(kPrompt));

@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -18,6 +17,7 @@
 #include "server/backend/cuda/cuda_fake_testing.h"
 #include "server/backend/gpu/gpu_device.h"
 #include "server/backend/gpu/gpu_sm_partition.h"
+#include "server/backend/gpu/gpu_testing.h"
 
 namespace gpustream::backend {
 namespace {
@@ -170,8 +170,7 @@ TEST_F(CudaSharingFakeTest, AFaultInATenantContextStaysThere) {
 // in order, after the read.
 TEST_F(CudaSharingFakeTest, AQueueOfAFailedContextIsNeverIdleAndOk) {
   // Before the context: the callbacks below may run until it goes.
-  absl::Notification failed, held, release, read, idle[2], other_read,
-      other_idle;
+  absl::Notification failed, read, idle[2], other_read, other_idle;
   absl::Status read_status, idle_status[2];
   std::atomic<int> answers{0};  // Callbacks run, in order.
   int read_answer = -1, idle_answer[2] = {-1, -1};
@@ -206,17 +205,8 @@ TEST_F(CudaSharingFakeTest, AQueueOfAFailedContextIsNeverIdleAndOk) {
   auto buffer = *ctx.Allocate(8, MemoryKind::kDevice);
   weak_faulting = faulting;
   weak_reading = reading;
-  // Whatever ends the test, the dispatcher goes on.
-  absl::Cleanup let_go = [&] {
-    if (!release.HasBeenNotified()) release.Notify();
-  };
-  ASSERT_TRUE(holder
-                  ->HostFunc([&] {
-                    held.Notify();
-                    release.WaitForNotification();
-                  })
-                  .ok());
-  ASSERT_TRUE(held.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  DispatcherHold hold(*holder);
+  ASSERT_TRUE(hold.Held());
   // The read's delivery needs the dispatcher: it stays due.
   ASSERT_TRUE(faulting
                   ->Read(buffer, 0, 8,
@@ -265,7 +255,7 @@ TEST_F(CudaSharingFakeTest, AQueueOfAFailedContextIsNeverIdleAndOk) {
   }
   EXPECT_FALSE(idle[0].HasBeenNotified()) << "answered before the read";
   EXPECT_FALSE(idle[1].HasBeenNotified()) << "answered before the read";
-  release.Notify();
+  hold.Release();
   ASSERT_TRUE(read.WaitForNotificationWithTimeout(absl::Seconds(20)));
   EXPECT_EQ(read_status.code(), absl::StatusCode::kAborted) << read_status;
   EXPECT_FALSE(idle_during_read) << "idle while the read's data was due";

@@ -50,6 +50,41 @@ inline absl::StatusOr<uint64_t> ReadU64(
   return value;
 }
 
+// Holds a device's dispatcher (its one thread: completions, deliveries,
+// failures) in a host function of `queue`, to keep a moment open, until
+// Release() or destruction. Declare it after the device and its queues:
+// it lets go before they go. The host function shares its state, so it
+// may still be waking when the hold is destroyed.
+class DispatcherHold {
+ public:
+  explicit DispatcherHold(Queue& queue) : state_(std::make_shared<State>()) {
+    posted_ = queue
+                  .HostFunc([state = state_] {
+                    state->held.Notify();
+                    state->release.WaitForNotification();
+                  })
+                  .ok();
+  }
+  ~DispatcherHold() { Release(); }
+  DispatcherHold(const DispatcherHold&) = delete;
+  DispatcherHold& operator=(const DispatcherHold&) = delete;
+
+  // Whether the dispatcher is held within `timeout`.
+  bool Held(absl::Duration timeout = absl::Seconds(20)) {
+    return posted_ && state_->held.WaitForNotificationWithTimeout(timeout);
+  }
+  void Release() {
+    if (!state_->release.HasBeenNotified()) state_->release.Notify();
+  }
+
+ private:
+  struct State {
+    absl::Notification held, release;
+  };
+  std::shared_ptr<State> state_;
+  bool posted_ = false;
+};
+
 }  // namespace gpustream::backend
 
 #endif  // GPUSTREAM_SERVER_BACKEND_GPU_GPU_TESTING_H_
