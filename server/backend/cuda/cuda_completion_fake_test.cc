@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
@@ -182,6 +183,106 @@ TEST(CudaCompletionFakeTest, ACancelledQueueAnswersHeldWorkAfterIssuedWork) {
   EXPECT_EQ(drained_answer, 2);
   EXPECT_EQ(idle_status.code(), absl::StatusCode::kCancelled) << idle_status;
   EXPECT_TRUE(q->IsIdle());
+}
+
+// A callback that enqueues on its own queue (here: a read's, asking for an
+// OnIdle on the cancelled queue) makes another delivery while the first is
+// running. It runs after the first, not inside it: the OnIdle is answered
+// after the later read that was dropped before it was made.
+TEST(CudaCompletionFakeTest, ACallbackEnqueuingOnItsQueueIsAnsweredInOrder) {
+  // What the callbacks touch outlives an early ASSERT.
+  struct Seen {
+    absl::Mutex mu;
+    std::vector<std::string> order ABSL_GUARDED_BY(mu);
+    absl::Notification done;
+    void Add(std::string what) {
+      absl::MutexLock lock(&mu);
+      order.push_back(std::move(what));
+    }
+  };
+  auto seen = std::make_shared<Seen>();
+  auto created = OpenFakeCudaDevice();
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::unique_ptr<GpuDevice> device = *std::move(created);
+  auto holder = *device->CreateQueue(QueueOptions{});
+  std::shared_ptr<Queue> q = *device->CreateQueue(QueueOptions{});
+  auto buffer = *device->Allocate(8, MemoryKind::kDevice);
+  auto flag = *device->CreateFlag();
+  // Both reads are held behind the wait; the cancel drops them, and their
+  // answers go as one delivery once the dispatcher runs.
+  DispatcherHold hold(*holder);
+  ASSERT_TRUE(hold.Held());
+  ASSERT_TRUE(q->WaitFlag(flag, 1, WaitCondition::kEqual).ok());
+  std::weak_ptr<Queue> weak = q;
+  ASSERT_TRUE(q->Read(buffer, 0, 8, [seen, weak](absl::StatusOr<std::string>) {
+                 seen->Add("first read");
+                 std::shared_ptr<Queue> queue = weak.lock();
+                 if (queue == nullptr) return;
+                 queue->OnIdle([seen](absl::Status) {
+                   seen->Add("idle");
+                   seen->done.Notify();
+                 });
+               }).ok());
+  ASSERT_TRUE(q->Read(buffer, 0, 8, [seen](absl::StatusOr<std::string>) {
+                 seen->Add("second read");
+               }).ok());
+  q->Cancel(absl::CancelledError("torn down"));
+  hold.Release();
+  ASSERT_TRUE(seen->done.WaitForNotificationWithTimeout(kPrompt));
+  absl::MutexLock lock(&seen->mu);
+  EXPECT_EQ(seen->order,
+            (std::vector<std::string>{"first read", "second read", "idle"}));
+}
+
+// Two queues cancelled while the dispatcher is held: each posts the answer
+// of its dropped read. The first read's callback asks the second queue for
+// an OnIdle, answered at once on the dispatcher (the queue is sticky), yet
+// after the second queue's read, whose answer was made first but is still
+// on its way.
+TEST(CudaCompletionFakeTest, AnAnswerMadeOnTheDispatcherWaitsForOnesPosted) {
+  struct Seen {
+    absl::Mutex mu;
+    std::vector<std::string> order ABSL_GUARDED_BY(mu);
+    absl::Notification done;
+    void Add(std::string what) {
+      absl::MutexLock lock(&mu);
+      order.push_back(std::move(what));
+    }
+  };
+  auto seen = std::make_shared<Seen>();
+  auto created = OpenFakeCudaDevice();
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::unique_ptr<GpuDevice> device = *std::move(created);
+  auto holder = *device->CreateQueue(QueueOptions{});
+  std::shared_ptr<Queue> x = *device->CreateQueue(QueueOptions{});
+  std::shared_ptr<Queue> y = *device->CreateQueue(QueueOptions{});
+  auto buffer = *device->Allocate(8, MemoryKind::kDevice);
+  auto flag = *device->CreateFlag();
+  DispatcherHold hold(*holder);
+  ASSERT_TRUE(hold.Held());
+  ASSERT_TRUE(x->WaitFlag(flag, 1, WaitCondition::kEqual).ok());
+  ASSERT_TRUE(y->WaitFlag(flag, 1, WaitCondition::kEqual).ok());
+  std::weak_ptr<Queue> weak_y = y;
+  ASSERT_TRUE(
+      x->Read(buffer, 0, 8, [seen, weak_y](absl::StatusOr<std::string>) {
+         seen->Add("x read");
+         std::shared_ptr<Queue> queue = weak_y.lock();
+         if (queue == nullptr) return;
+         queue->OnIdle([seen](absl::Status) {
+           seen->Add("y idle");
+           seen->done.Notify();
+         });
+       }).ok());
+  ASSERT_TRUE(y->Read(buffer, 0, 8, [seen](absl::StatusOr<std::string>) {
+                 seen->Add("y read");
+               }).ok());
+  x->Cancel(absl::CancelledError("torn down"));
+  y->Cancel(absl::CancelledError("torn down"));
+  hold.Release();
+  ASSERT_TRUE(seen->done.WaitForNotificationWithTimeout(kPrompt));
+  absl::MutexLock lock(&seen->mu);
+  EXPECT_EQ(seen->order,
+            (std::vector<std::string>{"x read", "y read", "y idle"}));
 }
 
 }  // namespace

@@ -24,6 +24,23 @@ CUresult RefusingRecord(CUevent event, CUstream stream) {
   return real_driver->cuEventRecord(event, stream);
 }
 
+// A device on the fake driver whose cuEventRecord refuses its next call
+// once `refuse_record` is set.
+absl::StatusOr<std::unique_ptr<GpuDevice>> OpenRefusingDevice() {
+  if (real_driver == nullptr) {
+    auto loaded = CudaDriver::Load(FakeCudaDriverPath());
+    if (!loaded.ok()) return loaded.status();
+    real_driver = loaded->release();  // Lives as long as the process.
+    if (real_driver->cuInit(0) != CUDA_SUCCESS) {
+      return absl::InternalError("cuInit failed on the fake driver");
+    }
+  }
+  auto wrapped = std::make_unique<CudaDriver>(*real_driver);
+  wrapped->cuEventRecord = &RefusingRecord;
+  return OpenCudaDevice(std::make_shared<const CudaAdapter>(std::move(wrapped)),
+                        0);
+}
+
 // Calls `attempt` every millisecond until it returns true or `timeout`
 // passes; whether it did.
 template <typename F>
@@ -104,14 +121,7 @@ TEST(CudaFlagFakeTest, AHostStoreOfTheSameValueDoesNotRetireADeviceWrite) {
 // the error, a host wait from before hears of it, and a wait for the value
 // on another queue still passes.
 TEST(CudaFlagFakeTest, AWriteOnTheStreamIsNotReportedFailedIfItsEventIsNot) {
-  auto loaded = CudaDriver::Load(FakeCudaDriverPath());
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  real_driver = loaded->release();  // Lives as long as the process.
-  ASSERT_EQ(real_driver->cuInit(0), CUDA_SUCCESS);
-  auto wrapped = std::make_unique<CudaDriver>(*real_driver);
-  wrapped->cuEventRecord = &RefusingRecord;
-  auto created = OpenCudaDevice(
-      std::make_shared<const CudaAdapter>(std::move(wrapped)), 0);
+  auto created = OpenRefusingDevice();
   ASSERT_TRUE(created.ok()) << created.status();
   std::unique_ptr<GpuDevice> device = *std::move(created);
   std::vector<std::unique_ptr<Module>> modules = device->BuiltinModules();
@@ -148,6 +158,48 @@ TEST(CudaFlagFakeTest, AWriteOnTheStreamIsNotReportedFailedIfItsEventIsNot) {
   absl::StatusOr<uint64_t> value = ReadU64(*waiter, counter);
   ASSERT_TRUE(value.ok()) << value.status();
   EXPECT_EQ(*value, 1u);
+}
+
+// The same refusal when the write leaves the queue's held work behind it
+// (issued by the pump once a gate opens): the error drops that work, and it
+// is answered after the write, in enqueue order. Here a SynchronizeQueue's
+// watch, which must not hear of the queue's end before the write's host
+// waiters do (an untracked write tells them when its stream gets there).
+TEST(CudaFlagFakeTest, WorkHeldBehindAPartlyIssuedWriteIsAnsweredAfterIt) {
+  auto created = OpenRefusingDevice();
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::unique_ptr<GpuDevice> device = *std::move(created);
+  auto writer = *device->CreateQueue(QueueOptions{});
+  auto gate = *device->CreateFlag();
+  auto flag = *device->CreateFlag();
+
+  // What the callbacks touch outlives an early ASSERT.
+  struct Seen {
+    absl::Notification heard, idle;
+    bool heard_first = false;
+    absl::Status idle_status;
+  };
+  auto seen = std::make_shared<Seen>();
+  flag->AsyncWait(5, WaitCondition::kEqual,
+                  [seen](absl::StatusOr<uint64_t>) { seen->heard.Notify(); });
+  // Held until the gate opens: the write, then the watch's no-op.
+  ASSERT_TRUE(writer->WaitFlag(gate, 1, WaitCondition::kEqual).ok());
+  ASSERT_TRUE(writer->WriteFlag(flag, 5).ok());
+  std::shared_ptr<Watch> watch = writer->OnIdle([seen](absl::Status s) {
+    seen->heard_first = seen->heard.HasBeenNotified();
+    seen->idle_status = s;
+    seen->idle.Notify();
+  });
+  ASSERT_FALSE(seen->idle.HasBeenNotified());
+  refuse_record.store(true);
+  gate->Store(1);
+  ASSERT_TRUE(seen->idle.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_TRUE(seen->heard_first)
+      << "the watch behind the write was answered before the write's end";
+  EXPECT_EQ(seen->idle_status.code(), absl::StatusCode::kInvalidArgument)
+      << seen->idle_status;
+  EXPECT_TRUE(seen->heard.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(flag->Load(), 5u);
 }
 
 }  // namespace

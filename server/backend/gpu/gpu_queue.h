@@ -228,13 +228,21 @@ class GpuQueueCore : public std::enable_shared_from_this<GpuQueueCore>,
     return held_.empty() && completed_ == issued_ && delivering_ == 0;
   }
   void MaybeDestroyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Makes `callbacks` due (counts them in delivering_), for Deliver once
-  // mu_ is released. Every callback the queue makes goes this way.
-  Delivery DueLocked(Callbacks callbacks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Runs a delivery on the dispatcher (at once when already there), in
-  // order, and stops counting it after its last callback that is not an
-  // OnIdle's.
-  void Deliver(Delivery delivery) ABSL_LOCKS_EXCLUDED(mu_);
+  // Makes `callbacks` due: counts them in delivering_ and queues them in
+  // to_deliver_, in the order they became due; whether there were any (then
+  // Deliver once mu_ is released). Every callback the queue makes goes this
+  // way.
+  bool DueLocked(Callbacks callbacks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs what is due on the dispatcher: at once when already there, else
+  // posted.
+  void Deliver() ABSL_LOCKS_EXCLUDED(mu_);
+  // Runs the due deliveries in order, each callback outside mu_, and stops
+  // counting one after its last callback that is not an OnIdle's. One
+  // thread drains at a time (the dispatcher, or after it stopped the
+  // poster): a delivery made meanwhile (a callback that enqueues on this
+  // queue, another thread's Cancel) runs after the ones before it, never
+  // inside or ahead of them.
+  void Drain() ABSL_LOCKS_EXCLUDED(mu_);
   // The device failed, or was reset since the stream was made: no pass is
   // granted for epoch_, and Fail() comes (or came) for this queue.
   bool Lost() const;
@@ -285,6 +293,9 @@ class GpuQueueCore : public std::enable_shared_from_this<GpuQueueCore>,
   // Deliveries whose callbacks have not all run yet (DueLocked): the queue
   // is not idle until they have (a host function, a read's data).
   int delivering_ ABSL_GUARDED_BY(mu_) = 0;
+  // Due and not yet run (DueLocked), and whether a thread is running them.
+  std::deque<Delivery> to_deliver_ ABSL_GUARDED_BY(mu_);
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_issue_ ABSL_GUARDED_BY(mu_);
   absl::Time last_query_ ABSL_GUARDED_BY(mu_);
   absl::Status error_ ABSL_GUARDED_BY(mu_);

@@ -68,7 +68,7 @@ void GpuQueueCore::JoinAdmission(uint64_t session_key) {
 
 absl::Status GpuQueueCore::Submit(Op op) {
   Callbacks callbacks;
-  Delivery delivery;
+  bool due = false;
   absl::Status status;
   bool held = false;
   {
@@ -124,10 +124,10 @@ absl::Status GpuQueueCore::Submit(Op op) {
         if (refused) WaitAdmissionLocked();
       }
     }
-    delivery = DueLocked(std::move(callbacks));
+    due = DueLocked(std::move(callbacks));
   }
   if (held) device_->dispatcher().Wake();
-  Deliver(std::move(delivery));
+  if (due) Deliver();
   return status;
 }
 
@@ -140,10 +140,6 @@ absl::Status GpuQueueCore::IssueLocked(Op& op, Callbacks* out) {
   const bool idle = issued_ == completed_;
   const int64_t now = idle ? MonotonicNanos() : 0;
   if (absl::Status s = op.issue(*this); !s.ok()) return s;
-  if (!partly_.ok()) {
-    absl::Status partly = std::exchange(partly_, absl::OkStatus());
-    StickLocked(partly, out);
-  }
   if (idle) busy_start_ns_ = now;
   ++issued_;
   if (!op.counted) uncounted_.push_back(issued_);
@@ -152,6 +148,11 @@ absl::Status GpuQueueCore::IssueLocked(Op& op, Callbacks* out) {
   if (op.done) {
     pending_.push_back({issued_, std::move(op.done), /*skipped=*/false,
                         /*idle=*/op.idle != nullptr});
+  }
+  if (!partly_.ok()) {
+    // Only now: the held work the error drops is answered after this op.
+    absl::Status partly = std::exchange(partly_, absl::OkStatus());
+    StickLocked(partly, out);
   }
   // Polled from now on: unmarked work gets marked, a stream that faults is
   // noticed (its markers never come back).
@@ -383,19 +384,19 @@ std::shared_ptr<Watch> GpuQueueCore::OnIdle(
 }
 
 void GpuQueueCore::Cancel(const absl::Status& reason) {
-  Delivery delivery;
+  bool due = false;
   {
     absl::MutexLock lock(&mu_);
     cancelled_ = true;
     Callbacks callbacks;
     StickLocked(reason, &callbacks);
-    delivery = DueLocked(std::move(callbacks));
+    due = DueLocked(std::move(callbacks));
   }
-  Deliver(std::move(delivery));
+  if (due) Deliver();
 }
 
 bool GpuQueueCore::Fail(const absl::Status& status) {
-  Delivery delivery;
+  bool due = false;
   bool kernel_in_flight;
   {
     absl::MutexLock lock(&mu_);
@@ -421,10 +422,10 @@ bool GpuQueueCore::Fail(const absl::Status& status) {
     }
     pending_.clear();
     StickLocked(status, &callbacks);
-    delivery = DueLocked(std::move(callbacks));
+    due = DueLocked(std::move(callbacks));
     MaybeDestroyLocked();
   }
-  Deliver(std::move(delivery));
+  if (due) Deliver();
   return kernel_in_flight;
 }
 
@@ -481,7 +482,7 @@ void GpuQueueCore::MaybeDestroyLocked() {
 }
 
 void GpuQueueCore::Completed(uint64_t count, int64_t end_ns) {
-  Delivery delivery;
+  bool due = false;
   {
     absl::MutexLock lock(&mu_);
     if (count <= completed_) return;
@@ -505,10 +506,10 @@ void GpuQueueCore::Completed(uint64_t count, int64_t end_ns) {
       pending_.pop_front();
     }
     PumpLocked(&callbacks);
-    delivery = DueLocked(std::move(callbacks));
+    due = DueLocked(std::move(callbacks));
     MaybeDestroyLocked();
   }
-  Deliver(std::move(delivery));  // On the dispatcher: runs them now.
+  if (due) Deliver();  // On the dispatcher: runs them now.
 }
 
 void GpuQueueCore::WaitAdmissionLocked() {
@@ -523,16 +524,16 @@ void GpuQueueCore::UnwaitAdmissionLocked() {
 }
 
 void GpuQueueCore::PumpAdmitted() {
-  Delivery delivery;
+  bool due = false;
   {
     absl::MutexLock lock(&mu_);
     waiting_admission_ = false;  // The pump took it off the line.
     Callbacks callbacks;
     PumpLocked(&callbacks, /*pumped=*/true);
-    delivery = DueLocked(std::move(callbacks));
+    due = DueLocked(std::move(callbacks));
     MaybeDestroyLocked();
   }
-  Deliver(std::move(delivery));
+  if (due) Deliver();
 }
 
 absl::Duration GpuQueueCore::Tick() {
@@ -543,7 +544,7 @@ absl::Duration GpuQueueCore::Tick() {
     if (landed <= completed_) landed = 0;
   }
   if (landed != 0) Completed(landed, MonotonicNanos());
-  Delivery delivery;
+  bool due = false;
   absl::Duration next = absl::InfiniteDuration();
   {
     absl::MutexLock lock(&mu_);
@@ -568,7 +569,7 @@ absl::Duration GpuQueueCore::Tick() {
         if (!fatal) StickLocked(s, &callbacks);
       }
     }
-    delivery = DueLocked(std::move(callbacks));
+    due = DueLocked(std::move(callbacks));
     MaybeDestroyLocked();
     if (IdleLocked() || destroyed_) {
       tracked_ = false;  // Submit tracks it again when needed.
@@ -581,11 +582,12 @@ absl::Duration GpuQueueCore::Tick() {
       next = kPollPeriod;
     }
   }
-  Deliver(std::move(delivery));
+  if (due) Deliver();
   return next;
 }
 
-GpuQueueCore::Delivery GpuQueueCore::DueLocked(Callbacks callbacks) {
+bool GpuQueueCore::DueLocked(Callbacks callbacks) {
+  if (callbacks.empty()) return false;
   Delivery delivery{std::move(callbacks)};
   // OnIdle's callbacks at the end run once the queue is idle again: a
   // SynchronizeQueue they answer may be followed at once by a QueryQueue,
@@ -597,33 +599,54 @@ GpuQueueCore::Delivery GpuQueueCore::DueLocked(Callbacks callbacks) {
     }
   }
   if (delivery.busy != 0) ++delivering_;
-  return delivery;
+  to_deliver_.push_back(std::move(delivery));
+  return true;
 }
 
-void GpuQueueCore::Deliver(Delivery delivery) {
-  if (delivery.callbacks.empty()) return;
-  // Each callback goes as soon as it has run: what it held (buffers whose
-  // memory a later callback's caller expects back) is released in order.
-  auto run = [](GpuQueueCore& core, Delivery& delivery) {
-    for (size_t i = 0; i < delivery.callbacks.size(); ++i) {
-      Callback& c = delivery.callbacks[i];
-      c.done(std::move(c.status));
-      c.done = nullptr;
-      if (i + 1 == delivery.busy) {
-        absl::MutexLock lock(&core.mu_);
-        --core.delivering_;
-        core.MaybeDestroyLocked();
-      }
-    }
-  };
+void GpuQueueCore::Deliver() {
   if (device_->dispatcher().InDispatcher()) {
-    run(*this, delivery);
+    Drain();
     return;
   }
-  // The delivery keeps the core until it has run (it counts in it).
-  device_->dispatcher().Post(
-      [run, self = shared_from_this(),
-       delivery = std::move(delivery)]() mutable { run(*self, delivery); });
+  // The post keeps the core until it has run (its deliveries count in it).
+  device_->dispatcher().Post([self = shared_from_this()] { self->Drain(); });
+}
+
+void GpuQueueCore::Drain() {
+  // A callback may drop the last reference to the queue.
+  const std::shared_ptr<GpuQueueCore> keep = shared_from_this();
+  {
+    absl::MutexLock lock(&mu_);
+    // Draining already (this thread, in a callback that enqueued here; or,
+    // once the dispatcher has stopped, another thread): the drain runs
+    // these too, after what it is running.
+    if (draining_ || to_deliver_.empty()) return;
+    draining_ = true;
+  }
+  while (true) {
+    Delivery next;
+    {
+      absl::MutexLock lock(&mu_);
+      if (to_deliver_.empty()) {
+        draining_ = false;
+        return;
+      }
+      next = std::move(to_deliver_.front());
+      to_deliver_.pop_front();
+    }
+    // Each callback goes as soon as it has run: what it held (buffers whose
+    // memory a later callback's caller expects back) is released in order.
+    for (size_t i = 0; i < next.callbacks.size(); ++i) {
+      Callback& c = next.callbacks[i];
+      c.done(std::move(c.status));
+      c.done = nullptr;
+      if (i + 1 == next.busy) {
+        absl::MutexLock lock(&mu_);
+        --delivering_;
+        MaybeDestroyLocked();
+      }
+    }
+  }
 }
 
 }  // namespace gpustream::backend
