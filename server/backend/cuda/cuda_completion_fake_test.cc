@@ -21,6 +21,17 @@ namespace {
 
 constexpr absl::Duration kPrompt = absl::Seconds(5);
 
+// The order in which a test's callbacks ran, from any thread.
+struct AnswerLog {
+  absl::Mutex mu;
+  std::vector<std::string> order ABSL_GUARDED_BY(mu);
+  absl::Notification done;
+  void Add(std::string what) {
+    absl::MutexLock lock(&mu);
+    order.push_back(std::move(what));
+  }
+};
+
 // A host function holds its stream until the context's one callback
 // thread has run it, and that thread runs the callbacks of every stream in
 // turn. Here something else in the process (a library sharing the primary
@@ -191,16 +202,7 @@ TEST(CudaCompletionFakeTest, ACancelledQueueAnswersHeldWorkAfterIssuedWork) {
 // after the later read that was dropped before it was made.
 TEST(CudaCompletionFakeTest, ACallbackEnqueuingOnItsQueueIsAnsweredInOrder) {
   // What the callbacks touch outlives an early ASSERT.
-  struct Seen {
-    absl::Mutex mu;
-    std::vector<std::string> order ABSL_GUARDED_BY(mu);
-    absl::Notification done;
-    void Add(std::string what) {
-      absl::MutexLock lock(&mu);
-      order.push_back(std::move(what));
-    }
-  };
-  auto seen = std::make_shared<Seen>();
+  auto seen = std::make_shared<AnswerLog>();
   auto created = OpenFakeCudaDevice();
   ASSERT_TRUE(created.ok()) << created.status();
   std::unique_ptr<GpuDevice> device = *std::move(created);
@@ -240,16 +242,7 @@ TEST(CudaCompletionFakeTest, ACallbackEnqueuingOnItsQueueIsAnsweredInOrder) {
 // after the second queue's read, whose answer was made first but is still
 // on its way.
 TEST(CudaCompletionFakeTest, AnAnswerMadeOnTheDispatcherWaitsForOnesPosted) {
-  struct Seen {
-    absl::Mutex mu;
-    std::vector<std::string> order ABSL_GUARDED_BY(mu);
-    absl::Notification done;
-    void Add(std::string what) {
-      absl::MutexLock lock(&mu);
-      order.push_back(std::move(what));
-    }
-  };
-  auto seen = std::make_shared<Seen>();
+  auto seen = std::make_shared<AnswerLog>();
   auto created = OpenFakeCudaDevice();
   ASSERT_TRUE(created.ok()) << created.status();
   std::unique_ptr<GpuDevice> device = *std::move(created);
