@@ -239,11 +239,7 @@ void Crowd(v1::GpuStream::Stub& stub, int sessions) {
 // keep freed memory on purpose (quarantine, shadow), a crowd of 1,000 comes and
 // goes and the RSS is not held to the bound.
 TEST(CrashReclaimTest, MemoryComesBackAfterACrowdLeaves) {
-#if defined(__SANITIZE_ADDRESS__)
-  const bool sanitized = true;
-#else
-  const bool sanitized = std::getenv("GPUSTREAM_TSAN") != nullptr;
-#endif
+  const bool sanitized = testing::UnderSanitizer();
   const int crowd = sanitized ? 1000 : 10000;
   const std::string config = testing::TempPath(".txtpb");
   std::ofstream(config) << "limits { max_sessions: " << crowd << " }\n";

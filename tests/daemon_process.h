@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,6 +29,16 @@ int64_t ProcStatusValue(pid_t pid, const std::string& field);
 inline uint64_t RssBytes(pid_t pid) {
   const int64_t kb = ProcStatusValue(pid, "VmRSS");
   return kb < 0 ? 0 : static_cast<uint64_t>(kb) * 1024;
+}
+
+// Whether this test runs under ASan or TSan, whose allocators keep freed
+// memory resident on purpose (quarantine, shadow): RSS bounds do not apply.
+inline bool UnderSanitizer() {
+#if defined(__SANITIZE_ADDRESS__)
+  return true;
+#else
+  return std::getenv("GPUSTREAM_TSAN") != nullptr;
+#endif
 }
 
 // Starts `argv` with stdout and stderr sent to `log_path`; -1 on failure.

@@ -1,7 +1,6 @@
 // Session lifecycle: ids, leases and background teardown.
 #include "server/session/session_manager.h"
 
-#include <malloc.h>
 #include <sys/random.h>
 
 #include <algorithm>
@@ -285,8 +284,6 @@ void SessionManager::StartTeardown(
     if (done) done(absl::OkStatus());
     absl::MutexLock lock(&mu_);
     --teardowns_in_flight_;
-    ++teardowns_since_trim_;
-    last_teardown_done_ = absl::Now();
   }).detach();
 }
 
@@ -416,20 +413,11 @@ void SessionManager::Housekeep() {
     mu_.AwaitWithTimeout(absl::Condition(&has_chores),
                          options_.lease_check_period);
     CheckLeases();
-    if (teardowns_since_trim_ >= kTrimAfterTeardowns &&
-        teardowns_in_flight_ == 0 &&
-        absl::Now() - last_teardown_done_ >= kTrimWhenQuietFor) {
-      // A crowd has left (and none has ended for a while: one trim per
-      // crowd, not one per lull between its teardowns). What its sessions
-      // freed stays with the allocator (glibc keeps freed heap, in the
-      // arenas of the threads that freed it) unless trimmed: 10,000
-      // sessions of 4 queues left the daemon at 6 times its RSS. Off the
-      // lock: it takes milliseconds, and locks each arena in turn.
-      teardowns_since_trim_ = 0;
-      mu_.Unlock();
-      malloc_trim(0);
-      mu_.Lock();
-    }
+    // Off the lock: a trim takes milliseconds, and locks each arena in
+    // turn.
+    mu_.Unlock();
+    heap_trimmer_.MaybeTrim(absl::Now());
+    mu_.Lock();
     while (!chores_.empty()) {
       auto chore = std::move(chores_.front());
       chores_.pop_front();

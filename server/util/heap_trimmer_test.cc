@@ -1,0 +1,78 @@
+#include "server/util/heap_trimmer.h"
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace gpustream::util {
+namespace {
+
+constexpr uint64_t kMiB = 1 << 20;
+const absl::Time kStart = absl::FromUnixSeconds(1000);
+
+// Freed heap kept past the slack for the quiet period is due; not before.
+TEST(HeapTrimmerTest, DueOnceTheGapHasStayedAboveTheSlack) {
+  HeapTrimmer trimmer;
+  EXPECT_FALSE(trimmer.Due(kStart, 50 * kMiB, 10 * kMiB));  // Floor: 40.
+  EXPECT_FALSE(trimmer.Due(kStart, 60 * kMiB, 10 * kMiB));  // Within slack.
+  const absl::Time t1 = kStart + absl::Seconds(1);
+  EXPECT_FALSE(trimmer.Due(t1, 400 * kMiB, 10 * kMiB));  // Over, from now.
+  EXPECT_FALSE(
+      trimmer.Due(t1 + absl::Milliseconds(500), 400 * kMiB, 10 * kMiB));
+  EXPECT_TRUE(trimmer.Due(t1 + HeapTrimmer::kQuietFor, 400 * kMiB, 10 * kMiB));
+}
+
+// A burst that reuses its memory (the gap falls back) starts the quiet
+// period over.
+TEST(HeapTrimmerTest, AGapThatFallsBackStartsOver) {
+  HeapTrimmer trimmer;
+  EXPECT_FALSE(trimmer.Due(kStart, 50 * kMiB, 10 * kMiB));
+  EXPECT_FALSE(trimmer.Due(kStart, 400 * kMiB, 10 * kMiB));
+  EXPECT_FALSE(
+      trimmer.Due(kStart + absl::Milliseconds(900), 400 * kMiB, 350 * kMiB));
+  EXPECT_FALSE(
+      trimmer.Due(kStart + absl::Milliseconds(1500), 400 * kMiB, 10 * kMiB));
+  EXPECT_TRUE(
+      trimmer.Due(kStart + absl::Milliseconds(2500), 400 * kMiB, 10 * kMiB));
+}
+
+// What a trim could not give back is not asked for again until the gap
+// grows by the slack once more.
+TEST(HeapTrimmerTest, WhatATrimLeftIsTheNewFloor) {
+  HeapTrimmer trimmer;
+  EXPECT_FALSE(trimmer.Due(kStart, 50 * kMiB, 10 * kMiB));
+  EXPECT_FALSE(trimmer.Due(kStart, 400 * kMiB, 10 * kMiB));
+  ASSERT_TRUE(trimmer.Due(kStart + absl::Seconds(1), 400 * kMiB, 10 * kMiB));
+  trimmer.Trimmed(300 * kMiB, 10 * kMiB);  // Gave back 100 MB: floor 290.
+  EXPECT_FALSE(trimmer.Due(kStart + absl::Seconds(5), 300 * kMiB, 10 * kMiB));
+  EXPECT_FALSE(trimmer.Due(kStart + absl::Seconds(9), 310 * kMiB, 10 * kMiB));
+  EXPECT_FALSE(trimmer.Due(kStart + absl::Seconds(10), 400 * kMiB, 10 * kMiB));
+  EXPECT_TRUE(trimmer.Due(kStart + absl::Seconds(11), 400 * kMiB, 10 * kMiB));
+}
+
+// The process's own figures: a trim after freeing a large, touched heap
+// gives memory back, and says so.
+TEST(HeapTrimmerTest, MaybeTrimReadsTheProcess) {
+  HeapTrimmer trimmer;
+  EXPECT_FALSE(trimmer.MaybeTrim(kStart));  // Sets the floor.
+  std::unique_ptr<char[]> pin;
+  {
+    // 128 MiB of small blocks (below the mmap threshold: heap), then one
+    // kept above them, so that free() cannot shrink the heap from its top.
+    std::vector<std::unique_ptr<char[]>> blocks;
+    for (int i = 0; i < 128 * 16; ++i) {
+      blocks.emplace_back(new char[64 << 10]);
+      std::fill_n(blocks.back().get(), 64 << 10, static_cast<char>(i));
+    }
+    pin.reset(new char[100 << 10]);  // Larger than any freed chunk: the top.
+    std::fill_n(pin.get(), 100 << 10, 1);
+  }
+  EXPECT_FALSE(trimmer.MaybeTrim(kStart + absl::Seconds(1)));
+  EXPECT_TRUE(trimmer.MaybeTrim(kStart + absl::Seconds(2)));
+  EXPECT_FALSE(trimmer.MaybeTrim(kStart + absl::Seconds(3)));
+}
+
+}  // namespace
+}  // namespace gpustream::util
