@@ -30,11 +30,16 @@ uint64_t HeapInUse() {
 }  // namespace
 
 bool HeapTrimmer::MaybeTrim(absl::Time now) {
+  if (now - last_check_ < kCheckEvery) return false;
+  last_check_ = now;
   const uint64_t resident = ResidentBytes();
   if (resident == 0 || !Due(now, resident, HeapInUse())) return false;
   // Milliseconds; locks each arena in turn.
   malloc_trim(0);
-  Trimmed(ResidentBytes(), HeapInUse());
+  // Unreadable now: the floor stays (a gap of 0 would ask for trims).
+  if (const uint64_t after = ResidentBytes(); after != 0) {
+    Trimmed(after, HeapInUse());
+  }
   return true;
 }
 
@@ -42,6 +47,7 @@ bool HeapTrimmer::Due(absl::Time now, uint64_t resident, uint64_t in_use) {
   // What is resident beyond the heap in use: code, stacks, mappings, and
   // freed heap the allocator kept. Only the last moves by much.
   const uint64_t gap = resident > in_use ? resident - in_use : 0;
+  last_gap_ = gap;
   if (!have_floor_ || gap < floor_) {
     have_floor_ = true;
     floor_ = gap;
@@ -57,9 +63,10 @@ bool HeapTrimmer::Due(absl::Time now, uint64_t resident, uint64_t in_use) {
 }
 
 void HeapTrimmer::Trimmed(uint64_t resident, uint64_t in_use) {
-  // What the trim could not give back (pages with a live chunk) is not
-  // asked for again until the gap grows by kSlack more.
-  floor_ = resident > in_use ? resident - in_use : 0;
+  const uint64_t gap = resident > in_use ? resident - in_use : 0;
+  // What a trim could not give back (pages with a live chunk, memory that
+  // is not heap) is not asked for again until the gap grows by kSlack more.
+  if (gap + kSlack > last_gap_) floor_ = std::max(floor_, gap);
   have_floor_ = true;
   over_since_ = absl::InfiniteFuture();
 }
