@@ -7,18 +7,23 @@
 #include <cstdio>
 
 namespace gpustream::util {
-namespace {
 
-// Resident bytes of this process (/proc/self/statm's second field); 0 if
-// unreadable.
 uint64_t ResidentBytes() {
   std::FILE* f = std::fopen("/proc/self/statm", "r");
   if (f == nullptr) return 0;
-  unsigned long long size = 0, resident = 0;
+  unsigned long long size = 0, resident = 0;  // In pages.
   const int read = std::fscanf(f, "%llu %llu", &size, &resident);
   std::fclose(f);
   if (read != 2) return 0;
   return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+namespace {
+
+// What is resident beyond the heap in use: code, stacks, mappings, and
+// freed heap the allocator kept. Only the last moves by much.
+uint64_t Gap(uint64_t resident, uint64_t in_use) {
+  return resident > in_use ? resident - in_use : 0;
 }
 
 // Heap in use: allocated chunks in the arenas plus mmapped ones.
@@ -44,9 +49,7 @@ bool HeapTrimmer::MaybeTrim(absl::Time now) {
 }
 
 bool HeapTrimmer::Due(absl::Time now, uint64_t resident, uint64_t in_use) {
-  // What is resident beyond the heap in use: code, stacks, mappings, and
-  // freed heap the allocator kept. Only the last moves by much.
-  const uint64_t gap = resident > in_use ? resident - in_use : 0;
+  const uint64_t gap = Gap(resident, in_use);
   last_gap_ = gap;
   if (!have_floor_ || gap < floor_) {
     have_floor_ = true;
@@ -63,7 +66,7 @@ bool HeapTrimmer::Due(absl::Time now, uint64_t resident, uint64_t in_use) {
 }
 
 void HeapTrimmer::Trimmed(uint64_t resident, uint64_t in_use) {
-  const uint64_t gap = resident > in_use ? resident - in_use : 0;
+  const uint64_t gap = Gap(resident, in_use);
   // What a trim could not give back (pages with a live chunk, memory that
   // is not heap) is not asked for again until the gap grows by kSlack more.
   if (gap + kSlack > last_gap_) floor_ = std::max(floor_, gap);

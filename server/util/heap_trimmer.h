@@ -9,6 +9,10 @@
 
 namespace gpustream::util {
 
+// This process's resident memory in bytes (/proc/self/statm); 0 if
+// unreadable.
+uint64_t ResidentBytes();
+
 // glibc keeps what threads free in their arenas, and returns it to the
 // system only on a trim: a storm of calls abandoned while gRPC had them
 // queued left the daemon hundreds of MB above its start with 10 MB in use.

@@ -1,9 +1,6 @@
 #include "server/util/heap_trimmer.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <vector>
@@ -15,15 +12,6 @@ namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
 
-// This process's resident memory.
-uint64_t ResidentKiB() {
-  std::FILE* f = std::fopen("/proc/self/statm", "r");
-  unsigned long long size = 0, resident = 0;
-  if (f == nullptr) return 0;
-  const int read = std::fscanf(f, "%llu %llu", &size, &resident);
-  std::fclose(f);
-  return read == 2 ? resident * (sysconf(_SC_PAGESIZE) / 1024) : 0;
-}
 const absl::Time kStart = absl::FromUnixSeconds(1000);
 
 // Freed heap kept past the slack for the quiet period is due; not before.
@@ -95,7 +83,7 @@ TEST(HeapTrimmerTest, MaybeTrimReadsTheProcess) {
     pin.reset(new char[100 << 10]);  // Larger than any freed chunk: the top.
     std::fill_n(pin.get(), 100 << 10, 1);
   }
-  const uint64_t freed = ResidentKiB();
+  const uint64_t freed = ResidentBytes();
   EXPECT_FALSE(trimmer.MaybeTrim(kStart + absl::Seconds(1)));
   EXPECT_FALSE(trimmer.MaybeTrim(kStart + absl::Milliseconds(1500)))
       << "checked again within kCheckEvery";
@@ -107,8 +95,8 @@ TEST(HeapTrimmerTest, MaybeTrimReadsTheProcess) {
   const bool sanitized = std::getenv("GPUSTREAM_TSAN") != nullptr;
 #endif
   if (!sanitized) {
-    EXPECT_LT(ResidentKiB() + 64 * 1024, freed)
-        << "the trim gave nothing back: " << freed << " kB before";
+    EXPECT_LT(ResidentBytes() + 64 * kMiB, freed)
+        << "the trim gave nothing back: " << (freed >> 10) << " kB before";
   }
   EXPECT_FALSE(trimmer.MaybeTrim(kStart + absl::Seconds(3)));
   EXPECT_FALSE(trimmer.MaybeTrim(kStart + absl::Seconds(4)))
