@@ -17,6 +17,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "proto/gpustream/v1/gpustream.grpc.pb.h"
@@ -231,6 +232,17 @@ void Crowd(v1::GpuStream::Stub& stub, int sessions) {
   }
 }
 
+// The daemon log's heap_trimmed lines, or a line saying there were none.
+std::string TrimLines(const std::string& log) {
+  std::string lines;
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    if (absl::StrContains(line, "heap_trimmed")) {
+      absl::StrAppend(&lines, line, "\n");
+    }
+  }
+  return lines.empty() ? "(none)" : lines;
+}
+
 // 10,000 sessions of 4 queues open at once, then gone: the daemon's RSS
 // comes back to within twice what it was before. It stayed at 6 times
 // (142 MB for 24 MB): the CPU device's weak reference to each closed queue
@@ -245,7 +257,7 @@ TEST(CrashReclaimTest, MemoryComesBackAfterACrowdLeaves) {
   std::ofstream(config) << "limits { max_sessions: " << crowd << " }\n";
   // Leases longer than the crowd takes to open on a loaded machine.
   auto daemon = testing::DaemonProcess::Start(
-      {"--config=" + config, "--lease_seconds=900"});
+      {"--config=" + config, "--lease_seconds=900", "--log_level=debug"});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto stub = v1::GpuStream::NewStub(grpc::CreateChannel(
       (*daemon)->unix_target(), grpc::InsecureChannelCredentials()));
@@ -269,9 +281,9 @@ TEST(CrashReclaimTest, MemoryComesBackAfterACrowdLeaves) {
   }
   std::printf(
       "daemon RSS: %lld kB before, %lld kB at the crowd's end, %lld "
-      "kB with it gone\n",
+      "kB with it gone; the daemon's trims:\n%s\n",
       static_cast<long long>(start_kb), static_cast<long long>(peak_kb),
-      static_cast<long long>(after_kb));
+      static_cast<long long>(after_kb), TrimLines((*daemon)->log()).c_str());
   if (!sanitized) {
     EXPECT_LE(after_kb, 2 * start_kb)
         << "before " << start_kb << " kB, at the crowd's end " << peak_kb

@@ -416,7 +416,12 @@ void SessionManager::Housekeep() {
     // Off the lock: a trim takes milliseconds, and locks each arena in
     // turn.
     mu_.Unlock();
-    heap_trimmer_.MaybeTrim(absl::Now());
+    if (const auto trim = heap_trimmer_.MaybeTrim(absl::Now())) {
+      log::Debug("heap_trimmed")
+          .Num("resident_before_kb", trim->resident_before >> 10)
+          .Num("resident_after_kb", trim->resident_after >> 10)
+          .Num("heap_in_use_kb", trim->in_use >> 10);
+    }
     mu_.Lock();
     while (!chores_.empty()) {
       auto chore = std::move(chores_.front());

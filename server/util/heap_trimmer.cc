@@ -34,18 +34,21 @@ uint64_t HeapInUse() {
 
 }  // namespace
 
-bool HeapTrimmer::MaybeTrim(absl::Time now) {
-  if (now - last_check_ < kCheckEvery) return false;
+std::optional<HeapTrim> HeapTrimmer::MaybeTrim(absl::Time now) {
+  if (now - last_check_ < kCheckEvery) return std::nullopt;
   last_check_ = now;
   const uint64_t resident = ResidentBytes();
-  if (resident == 0 || !Due(now, resident, HeapInUse())) return false;
+  if (resident == 0 || !Due(now, resident, HeapInUse())) return std::nullopt;
   // Milliseconds; locks each arena in turn.
   malloc_trim(0);
-  // Unreadable now: the floor stays (a gap of 0 would ask for trims).
-  if (const uint64_t after = ResidentBytes(); after != 0) {
-    Trimmed(after, HeapInUse());
-  }
-  return true;
+  HeapTrim trim{.resident_before = resident,
+                .resident_after = ResidentBytes(),
+                .in_use = HeapInUse()};
+  // Unreadable now: taken as giving back nothing (a gap of 0 would read as
+  // a trim that gave back everything).
+  Trimmed(now, trim.resident_after == 0 ? resident : trim.resident_after,
+          trim.in_use);
+  return trim;
 }
 
 bool HeapTrimmer::Due(absl::Time now, uint64_t resident, uint64_t in_use) {
@@ -62,15 +65,14 @@ bool HeapTrimmer::Due(absl::Time now, uint64_t resident, uint64_t in_use) {
   // Over for a while: not memory about to be reused by a burst that is
   // still going on.
   if (over_since_ == absl::InfiniteFuture()) over_since_ = now;
-  return now - over_since_ >= kQuietFor;
+  return now - over_since_ >= kQuietFor && now >= not_before_;
 }
 
-void HeapTrimmer::Trimmed(uint64_t resident, uint64_t in_use) {
+void HeapTrimmer::Trimmed(absl::Time now, uint64_t resident, uint64_t in_use) {
   const uint64_t gap = Gap(resident, in_use);
-  // What a trim could not give back (pages with a live chunk, memory that
-  // is not heap) is not asked for again until the gap grows by kSlack more.
-  if (gap + kSlack > last_gap_) floor_ = std::max(floor_, gap);
-  have_floor_ = true;
+  const bool gave_back = gap + kSlack <= last_gap_ || gap < floor_ + kSlack;
+  backoff_ = gave_back ? kQuietFor : std::min(2 * backoff_, kMaxBackoff);
+  not_before_ = now + backoff_;
   over_since_ = absl::InfiniteFuture();
 }
 

@@ -40,30 +40,72 @@ TEST(HeapTrimmerTest, AGapThatFallsBackStartsOver) {
       trimmer.Due(kStart + absl::Milliseconds(2500), 400 * kMiB, 10 * kMiB));
 }
 
-// What a trim could not give back is not asked for again until the gap
-// grows by the slack once more.
-TEST(HeapTrimmerTest, WhatATrimLeftIsTheNewFloor) {
+// A burst freed part of its heap, a trim in its middle could give back
+// little (live chunks pinned the pages), then the burst freed the rest: less
+// than the slack more, but now all of it can go. The trimmer tries again,
+// within its backoff. (It once took what the first trim left as its floor,
+// and kept a crowd's 37 MB for good.)
+TEST(HeapTrimmerTest, MemoryFreedAfterATrimThatGaveBackLittleIsGivenBack) {
   HeapTrimmer trimmer;
-  EXPECT_FALSE(trimmer.Due(kStart, 50 * kMiB, 10 * kMiB));
-  EXPECT_FALSE(trimmer.Due(kStart, 400 * kMiB, 10 * kMiB));
-  ASSERT_TRUE(trimmer.Due(kStart + absl::Seconds(1), 400 * kMiB, 10 * kMiB));
-  trimmer.Trimmed(390 * kMiB, 10 * kMiB);  // Gave back 10 MB: floor 380.
-  EXPECT_FALSE(trimmer.Due(kStart + absl::Seconds(5), 390 * kMiB, 10 * kMiB));
-  EXPECT_FALSE(trimmer.Due(kStart + absl::Seconds(9), 400 * kMiB, 10 * kMiB));
-  EXPECT_FALSE(trimmer.Due(kStart + absl::Seconds(10), 410 * kMiB, 10 * kMiB));
-  EXPECT_TRUE(trimmer.Due(kStart + absl::Seconds(11), 410 * kMiB, 10 * kMiB));
+  EXPECT_FALSE(trimmer.Due(kStart, 50 * kMiB, 10 * kMiB));   // Floor: 40.
+  EXPECT_FALSE(trimmer.Due(kStart, 120 * kMiB, 40 * kMiB));  // Gap 80.
+  const absl::Time t = kStart + absl::Seconds(1);
+  ASSERT_TRUE(trimmer.Due(t, 120 * kMiB, 40 * kMiB));
+  trimmer.Trimmed(t, 115 * kMiB, 40 * kMiB);  // Gave back 5: gap 75.
+  // The rest is freed: the gap grows by 10, less than the slack.
+  bool retried = false;
+  for (absl::Time now = t; now <= t + HeapTrimmer::kMaxBackoff;
+       now += absl::Milliseconds(500)) {
+    if (trimmer.Due(now, 115 * kMiB, 30 * kMiB)) {
+      retried = true;
+      EXPECT_GE(now, t + 2 * HeapTrimmer::kQuietFor) << "no backoff";
+      break;
+    }
+  }
+  EXPECT_TRUE(retried);
 }
 
-// A trim that gave back a lot keeps the floor: what the burst frees after
-// it (the trim came in its middle) is given back by the next one.
-TEST(HeapTrimmerTest, AnEffectiveTrimKeepsTheFloor) {
+// Trims that give back little (mappings that are not heap) come less and
+// less often, down to one per kMaxBackoff.
+TEST(HeapTrimmerTest, TrimsThatGiveBackLittleBackOff) {
   HeapTrimmer trimmer;
   EXPECT_FALSE(trimmer.Due(kStart, 50 * kMiB, 10 * kMiB));  // Floor: 40.
   EXPECT_FALSE(trimmer.Due(kStart, 400 * kMiB, 10 * kMiB));
-  ASSERT_TRUE(trimmer.Due(kStart + absl::Seconds(1), 400 * kMiB, 10 * kMiB));
-  trimmer.Trimmed(100 * kMiB, 10 * kMiB);  // Gave back 300 MB.
-  EXPECT_FALSE(trimmer.Due(kStart + absl::Seconds(2), 100 * kMiB, 10 * kMiB));
-  EXPECT_TRUE(trimmer.Due(kStart + absl::Seconds(3), 100 * kMiB, 10 * kMiB));
+  absl::Time now = kStart + absl::Seconds(1);
+  ASSERT_TRUE(trimmer.Due(now, 400 * kMiB, 10 * kMiB));
+  std::vector<absl::Duration> waits;
+  for (int trims = 0; trims < 6; ++trims) {
+    trimmer.Trimmed(now, 390 * kMiB, 10 * kMiB);  // Gave back 10.
+    const absl::Time trimmed = now;
+    do {
+      now += absl::Milliseconds(250);
+      ASSERT_LT(now - trimmed, absl::Minutes(1));
+    } while (!trimmer.Due(now, 390 * kMiB, 10 * kMiB));
+    waits.push_back(now - trimmed);
+  }
+  const std::vector<absl::Duration> expected = {
+      absl::Seconds(2),  absl::Seconds(4),  absl::Seconds(8),
+      absl::Seconds(16), absl::Seconds(16), absl::Seconds(16)};
+  EXPECT_EQ(waits, expected);
+}
+
+// A trim that gave back a lot keeps the floor and ends the backoff: what a
+// burst frees after it (the trim came in its middle) is given back by the
+// next one, a quiet period later.
+TEST(HeapTrimmerTest, AnEffectiveTrimKeepsTheFloorAndEndsTheBackoff) {
+  HeapTrimmer trimmer;
+  EXPECT_FALSE(trimmer.Due(kStart, 50 * kMiB, 10 * kMiB));  // Floor: 40.
+  EXPECT_FALSE(trimmer.Due(kStart, 400 * kMiB, 10 * kMiB));
+  absl::Time now = kStart + absl::Seconds(1);
+  ASSERT_TRUE(trimmer.Due(now, 400 * kMiB, 10 * kMiB));
+  trimmer.Trimmed(now, 395 * kMiB, 10 * kMiB);  // Little: backoff 2 s.
+  now += absl::Seconds(2);
+  EXPECT_FALSE(trimmer.Due(now, 395 * kMiB, 10 * kMiB));
+  now += absl::Seconds(1);
+  ASSERT_TRUE(trimmer.Due(now, 395 * kMiB, 10 * kMiB));
+  trimmer.Trimmed(now, 100 * kMiB, 10 * kMiB);  // Gave back 295 MB.
+  EXPECT_FALSE(trimmer.Due(now + absl::Seconds(1), 100 * kMiB, 10 * kMiB));
+  EXPECT_TRUE(trimmer.Due(now + absl::Seconds(2), 100 * kMiB, 10 * kMiB));
 }
 
 // The process's own figures: a trim after freeing a large, touched heap
@@ -87,7 +129,10 @@ TEST(HeapTrimmerTest, MaybeTrimReadsTheProcess) {
   EXPECT_FALSE(trimmer.MaybeTrim(kStart + absl::Seconds(1)));
   EXPECT_FALSE(trimmer.MaybeTrim(kStart + absl::Milliseconds(1500)))
       << "checked again within kCheckEvery";
-  EXPECT_TRUE(trimmer.MaybeTrim(kStart + absl::Seconds(2)));
+  const std::optional<HeapTrim> trim =
+      trimmer.MaybeTrim(kStart + absl::Seconds(2));
+  ASSERT_TRUE(trim.has_value());
+  EXPECT_EQ(trim->resident_before, freed);
   // The sanitizers' allocators are not glibc's: nothing to give back there.
 #if defined(__SANITIZE_ADDRESS__)
   const bool sanitized = true;
