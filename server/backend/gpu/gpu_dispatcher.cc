@@ -44,6 +44,7 @@ void GpuDispatcher::Loop() {
   // Completions are noticed by polling at periods down to microseconds; the
   // default timer slack (50 us) would stretch every one of them.
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  id_ = std::this_thread::get_id();
   if (on_start_) on_start_();
   absl::Duration next = absl::InfiniteDuration();
   std::deque<absl::AnyInvocable<void()>> batch;
@@ -60,6 +61,7 @@ void GpuDispatcher::Loop() {
       }
       if (stopping_ && work_.empty()) {
         stopped_ = true;  // Later posts run on their callers' threads.
+        id_ = std::thread::id();
         return;
       }
       woken_ = false;

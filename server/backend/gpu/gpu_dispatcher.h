@@ -2,6 +2,7 @@
 #ifndef GPUSTREAM_SERVER_BACKEND_GPU_GPU_DISPATCHER_H_
 #define GPUSTREAM_SERVER_BACKEND_GPU_GPU_DISPATCHER_H_
 
+#include <atomic>
 #include <deque>
 #include <thread>
 
@@ -37,9 +38,9 @@ class GpuDispatcher {
   void Shutdown();
   // Wakes the thread for a tick (something pollable appeared).
   void Wake();
-  bool InDispatcher() const {
-    return std::this_thread::get_id() == thread_.get_id();
-  }
+  // Whether the caller is the dispatcher's thread. Any thread may ask, at
+  // any time (Shutdown joining the thread included).
+  bool InDispatcher() const { return std::this_thread::get_id() == id_; }
 
  private:
   void Loop();
@@ -51,6 +52,11 @@ class GpuDispatcher {
   bool woken_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  // The loop's thread id while the loop runs: it stores it first and clears
+  // it last, so a thread that later reuses the id is not taken for it.
+  // thread_ itself is written by join(), after pthread_join, inside
+  // libstdc++ (not instrumented: ThreadSanitizer does not see that race).
+  std::atomic<std::thread::id> id_{};
   std::thread thread_;
 };
 
