@@ -1,6 +1,6 @@
 """gs_fuzz_target: a libFuzzer target and the test that replays its corpus."""
 
-def gs_fuzz_target(name, srcs, deps = [], data = [], local_defines = [], corpus = None, size = "small"):
+def gs_fuzz_target(name, srcs, deps = [], data = [], local_defines = [], corpus = None, size = "small", tags = []):
     """A fuzz target whose sources define LLVMFuzzerTestOneInput.
 
     Defines:
@@ -19,6 +19,8 @@ def gs_fuzz_target(name, srcs, deps = [], data = [], local_defines = [], corpus 
       local_defines: defines for `srcs` only.
       corpus: the folder under tests/fuzz/corpus (default `name`).
       size: of the corpus test.
+      tags: of the corpus test (`no_tsan`: single-threaded code, which
+        tools/test.sh does not run under ThreadSanitizer).
     """
     corpus = corpus or name
     native.cc_library(
@@ -45,6 +47,7 @@ def gs_fuzz_target(name, srcs, deps = [], data = [], local_defines = [], corpus 
     native.cc_test(
         name = name + "_corpus_test",
         size = size,
+        tags = tags,
         args = ["tests/fuzz/corpus/" + corpus],
         data = native.glob(["corpus/" + corpus + "/**"]),
         deps = [
