@@ -54,8 +54,8 @@ phase "bazel test --config=asan" bazel test "${gpu_flags[@]}" --config=asan \
   --build_tests_only //...
 phase "skip check (asan)" skip_check --config=asan
 # Not the suites tagged no_tsan (the test command's time on two cores):
-# single-threaded parsers and formatting, the CLI, and the Python client's
-# suite, whose daemon paths the C++ end-to-end suites run here. Their BUILD
+# single-threaded parsers and formatting, and the Python client's suite,
+# whose daemon paths the C++ end-to-end suites run here. Their BUILD
 # rules say why; they run in the default and ASan phases.
 phase "bazel test --config=tsan" bazel test "${gpu_flags[@]}" --config=tsan \
   --build_tests_only --test_tag_filters=-no_tsan //...
@@ -68,10 +68,12 @@ phase "fuzz (short)" bash tools/fuzz.sh --seconds 15 --parallel 4
 # The build without a CUDA toolkit: everything builds, and the suites whose
 # backends or outcomes change without it run (the backend factory, the
 # suites that list the backends a build has, the conformance suites, the
-# fuzz corpus per fake driver). The rest drive the CPU and HIP backends
-# through the same code as in phase one.
+# fuzz corpus per fake driver, and the daemon's memory after a crowd, whose
+# make-up changes without the CUDA backend). The rest drive the CPU and HIP
+# backends through the same code as in phase one.
 nocuda_tests=(//server/backend:backend_factory_test //tests:e2e_test
   //tests:ordering_test //tests:gpu_sharing_test //tests/conformance:all
+  //tests:crash_reclaim_test
   //tests/fuzz:session_commands_fuzzer_corpus_test
   //tests/fuzz:session_commands_hip_fake_fuzzer_corpus_test)
 phase "bazel build --config=nocuda" bazel build --config=nocuda //...

@@ -54,12 +54,15 @@ std::optional<HeapTrim> HeapTrimmer::MaybeTrim(absl::Time now) {
 bool HeapTrimmer::Due(absl::Time now, uint64_t resident, uint64_t in_use) {
   const uint64_t gap = Gap(resident, in_use);
   last_gap_ = gap;
-  if (!have_floor_ || gap < floor_) {
+  // Heap in use over resident memory (calloc'd pages not yet touched, or
+  // readings taken while other threads allocate) says nothing of the gap:
+  // it must not lower the floor.
+  if (!have_floor_ || (gap < floor_ && resident > in_use)) {
     have_floor_ = true;
     floor_ = gap;
   }
   if (gap < floor_ + kSlack) {
-    over_since_ = absl::InfiniteFuture();
+    Settle();
     return false;
   }
   // Over for a while: not memory about to be reused by a burst that is
@@ -70,10 +73,27 @@ bool HeapTrimmer::Due(absl::Time now, uint64_t resident, uint64_t in_use) {
 
 void HeapTrimmer::Trimmed(absl::Time now, uint64_t resident, uint64_t in_use) {
   const uint64_t gap = Gap(resident, in_use);
-  const bool gave_back = gap + kSlack <= last_gap_ || gap < floor_ + kSlack;
-  backoff_ = gave_back ? kQuietFor : std::min(2 * backoff_, kMaxBackoff);
-  not_before_ = now + backoff_;
+  const uint64_t gave = last_gap_ > gap ? last_gap_ - gap : 0;
   over_since_ = absl::InfiniteFuture();
+  if (gap < floor_ + kSlack || gave >= kSlack) {
+    Settle();
+    return;
+  }
+  futile_ = gave < kFutile ? futile_ + 1 : 0;
+  if (futile_ >= kFutileTrims) {
+    floor_ = gap;
+    Settle();
+    return;
+  }
+  backoff_ = std::min(2 * backoff_, kMaxBackoff);
+  not_before_ = now + backoff_;
+}
+
+void HeapTrimmer::Settle() {
+  over_since_ = absl::InfiniteFuture();
+  backoff_ = kQuietFor;
+  not_before_ = absl::InfinitePast();
+  futile_ = 0;
 }
 
 }  // namespace gpustream::util

@@ -25,8 +25,9 @@ struct HeapTrim {
 // system only on a trim: a storm of calls abandoned while gRPC had them
 // queued left the daemon hundreds of MB above its start with 10 MB in use.
 // The trimmer watches the gap between the process's resident memory and
-// the heap in use; when it has stayed kSlack above its lowest for
-// kQuietFor, a trim is due. Not thread-safe: one caller (the housekeeper).
+// the heap in use; when it has stayed kSlack above its floor (its lowest)
+// for kQuietFor, a trim is due. Not thread-safe: one caller (the
+// housekeeper).
 class HeapTrimmer {
  public:
   // Small enough that a crowd of 10,000 sessions leaving (36 MB freed over
@@ -36,13 +37,18 @@ class HeapTrimmer {
   // How often MaybeTrim reads the heap: mallinfo2 locks each arena and
   // walks its free lists, which other threads' mallocs wait for.
   static constexpr absl::Duration kCheckEvery = absl::Seconds(1);
-  // A trim that gave back less than kSlack waits twice as long as the one
-  // before it for the next (from 2 s, up to this): the gap may be memory
-  // no trim returns (mappings that are not heap, pages a live chunk
-  // holds), or heap whose last chunks are about to be freed. Trying again
-  // bounds what is kept by the second case to kMaxBackoff; the wait bounds
-  // what the first costs (a few milliseconds).
+  // A trim that gave back less than kSlack, and left the gap over the
+  // threshold, waits twice as long as the one before it for the next (from
+  // 2 s, up to this): the gap may be heap whose last chunks are still being
+  // freed (a teardown in progress), which a later trim returns, or memory
+  // no trim returns (mappings that are not heap, pages a live chunk holds).
   static constexpr absl::Duration kMaxBackoff = absl::Seconds(16);
+  // Trims in a row that gave back less than kFutile: the gap is of the
+  // second kind, and what the last one left becomes the floor (no more
+  // trims for it). One that gives back more (a teardown still freeing)
+  // does not count.
+  static constexpr int kFutileTrims = 3;
+  static constexpr uint64_t kFutile = 1ull << 20;
 
   // Reads the process's figures (at most every kCheckEvery) and trims when
   // due; what the trim did, if one was done.
@@ -55,12 +61,17 @@ class HeapTrimmer {
   void Trimmed(absl::Time now, uint64_t resident, uint64_t in_use);
 
  private:
+  // Nothing over the threshold: no backoff, no futile trims counted.
+  void Settle();
+
   bool have_floor_ = false;
-  uint64_t floor_ = 0;     // The lowest gap seen.
+  // The lowest gap seen, or what kFutileTrims futile trims in a row left.
+  uint64_t floor_ = 0;
   uint64_t last_gap_ = 0;  // At the last Due().
   absl::Time over_since_ = absl::InfiniteFuture();
   absl::Time not_before_ = absl::InfinitePast();  // The backoff's end.
   absl::Duration backoff_ = kQuietFor;
+  int futile_ = 0;  // Futile trims in a row.
   absl::Time last_check_ = absl::InfinitePast();
 };
 
