@@ -114,6 +114,8 @@ def scan(testlogs, targets=None):
         if "test.log" not in files:
             continue
         target = os.path.relpath(folder, testlogs)
+        # A sharded test's logs are one per shard, under its target's.
+        target = re.sub(r"/shard_\d+_of_\d+$", "", target)
         if targets is not None and target not in targets:
             continue
         reason = []
