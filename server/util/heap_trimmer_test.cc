@@ -14,6 +14,17 @@ constexpr uint64_t kMiB = 1 << 20;
 
 const absl::Time kStart = absl::FromUnixSeconds(1000);
 
+// The first time after `from`, in steps of 250 ms up to a minute, at which
+// a trim is due with these figures; absl::InfiniteFuture() if none is.
+absl::Time NextDue(HeapTrimmer& trimmer, absl::Time from, uint64_t resident,
+                   uint64_t in_use) {
+  for (absl::Time now = from + absl::Milliseconds(250);
+       now - from <= absl::Minutes(1); now += absl::Milliseconds(250)) {
+    if (trimmer.Due(now, resident, in_use)) return now;
+  }
+  return absl::InfiniteFuture();
+}
+
 // Freed heap kept past the slack for the quiet period is due; not before.
 TEST(HeapTrimmerTest, DueOnceTheGapHasStayedAboveTheSlack) {
   HeapTrimmer trimmer;
@@ -53,16 +64,9 @@ TEST(HeapTrimmerTest, MemoryFreedAfterATrimThatGaveBackLittleIsGivenBack) {
   ASSERT_TRUE(trimmer.Due(t, 120 * kMiB, 40 * kMiB));
   trimmer.Trimmed(t, 115 * kMiB, 40 * kMiB);  // Gave back 5: gap 75.
   // The rest is freed: the gap grows by 10, less than the slack.
-  bool retried = false;
-  for (absl::Time now = t; now <= t + HeapTrimmer::kMaxBackoff;
-       now += absl::Milliseconds(500)) {
-    if (trimmer.Due(now, 115 * kMiB, 30 * kMiB)) {
-      retried = true;
-      EXPECT_GE(now, t + 2 * HeapTrimmer::kQuietFor) << "no backoff";
-      break;
-    }
-  }
-  EXPECT_TRUE(retried);
+  const absl::Time retried = NextDue(trimmer, t, 115 * kMiB, 30 * kMiB);
+  EXPECT_LE(retried, t + HeapTrimmer::kMaxBackoff);
+  EXPECT_GE(retried, t + 2 * HeapTrimmer::kQuietFor) << "no backoff";
 }
 
 // Trims that give back little, while more is freed between them (a long
@@ -77,10 +81,8 @@ TEST(HeapTrimmerTest, TrimsThatGiveBackLittleBackOff) {
   for (int trims = 0; trims < 6; ++trims) {
     trimmer.Trimmed(now, 390 * kMiB, 10 * kMiB);  // Gave back 10.
     const absl::Time trimmed = now;
-    do {
-      now += absl::Milliseconds(250);
-      ASSERT_LT(now - trimmed, absl::Minutes(1));
-    } while (!trimmer.Due(now, 400 * kMiB, 10 * kMiB));  // 10 MB freed.
+    now = NextDue(trimmer, trimmed, 400 * kMiB, 10 * kMiB);  // 10 MB freed.
+    ASSERT_NE(now, absl::InfiniteFuture());
     waits.push_back(now - trimmed);
   }
   const std::vector<absl::Duration> expected = {
@@ -97,12 +99,13 @@ TEST(HeapTrimmerTest, FutileTrimsMakeWhatTheyLeftTheFloor) {
   EXPECT_FALSE(trimmer.Due(kStart, 50 * kMiB, 10 * kMiB));  // Floor: 40.
   EXPECT_FALSE(trimmer.Due(kStart, 400 * kMiB, 10 * kMiB));
   absl::Time now = kStart + absl::Seconds(1);
+  ASSERT_TRUE(trimmer.Due(now, 400 * kMiB, 10 * kMiB));
   int trims = 0;
-  for (const absl::Time end = now + absl::Minutes(2); now < end;
-       now += absl::Milliseconds(250)) {
-    if (!trimmer.Due(now, 400 * kMiB, 10 * kMiB)) continue;
-    ++trims;
+  for (absl::Time due = now; due != absl::InfiniteFuture();
+       due = NextDue(trimmer, now, 400 * kMiB, 10 * kMiB)) {
+    now = due;
     trimmer.Trimmed(now, 400 * kMiB, 10 * kMiB);  // Gave back nothing.
+    ++trims;
   }
   EXPECT_EQ(trims, HeapTrimmer::kFutileTrims);
   EXPECT_FALSE(
