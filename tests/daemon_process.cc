@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -220,6 +221,14 @@ DaemonProcess::~DaemonProcess() {
     // halt_on_error) or reported a sanitizer error fails the test, whatever
     // the test's own calls saw; its log says why and is about to go.
     const std::string text = log();
+    if (!died && ::testing::Test::HasFailure()) {
+      // The test failed for a reason of its own: what the daemon saw (the
+      // gRPC transport's errors among it) often says why.
+      constexpr size_t kTail = 16 << 10;
+      std::printf(
+          "gpustreamd's log (the last %zu bytes):\n%s\n", kTail,
+          text.substr(text.size() > kTail ? text.size() - kTail : 0).c_str());
+    }
     if (died || absl::StrContains(text, "Sanitizer")) {
       ADD_FAILURE() << "gpustreamd "
                     << (died ? absl::StrCat("exited on its own (status ",

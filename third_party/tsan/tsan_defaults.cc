@@ -85,6 +85,11 @@ const char* __tsan_default_suppressions() {
       // absl::Cord: the same refcounting pattern in libabsl_cord.
       "race:absl::*::cord_internal::CordRep::Unref\n"
       "race:absl::*::cord_internal::CordRepFlat::Delete\n"
+      // And inside the library: a status payload's Cord grown into a btree
+      // on one thread (AppendArray) and destroyed by its last owner on
+      // another (CordRepBtree::Destroy), ordered by those atomic counts.
+      "called_from_lib:libabsl_cord.so\n"
+      "called_from_lib:libabsl_cord_internal.so\n"
       // gRPC's own threads (executor, timer manager) end when gRPC decides;
       // whether they were joined by the time the process exits is its
       // business.
