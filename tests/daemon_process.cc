@@ -35,6 +35,28 @@ std::string ReadFile(const std::string& path) {
   return text.str();
 }
 
+// What of a daemon's log a failed test prints: its warnings and errors from
+// the start (the polls that follow a failure often log an info line every
+// few milliseconds), then its last lines, each part at most 16 KiB.
+std::string FailureExcerpt(const std::string& log) {
+  constexpr size_t kPart = 16 << 10;
+  std::string warnings;
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    const bool notable = absl::StrContains(line, "level=warning") ||
+                         absl::StrContains(line, "level=error") ||
+                         absl::StrContains(line, "\"level\":\"warning\"") ||
+                         absl::StrContains(line, "\"level\":\"error\"");
+    if (notable && warnings.size() + line.size() < kPart) {
+      absl::StrAppend(&warnings, line, "\n");
+    }
+  }
+  return absl::StrCat("gpustreamd's warnings and errors:\n", warnings,
+                      "gpustreamd's log, its last ", kPart, " bytes:\n",
+                      absl::string_view(log).substr(
+                          log.size() > kPart ? log.size() - kPart : 0),
+                      "\n");
+}
+
 }  // namespace
 
 pid_t StartProcess(const std::vector<std::string>& argv,
@@ -222,12 +244,10 @@ DaemonProcess::~DaemonProcess() {
     // the test's own calls saw; its log says why and is about to go.
     const std::string text = log();
     if (!died && ::testing::Test::HasFailure()) {
-      // The test failed for a reason of its own: what the daemon saw (the
-      // gRPC transport's errors among it) often says why.
-      constexpr size_t kTail = 16 << 10;
-      std::printf(
-          "gpustreamd's log (the last %zu bytes):\n%s\n", kTail,
-          text.substr(text.size() > kTail ? text.size() - kTail : 0).c_str());
+      // The test failed for a reason of its own: what the daemon saw may say
+      // why. (A daemon shared by a suite is stopped outside any test, and
+      // prints nothing here.)
+      std::printf("%s", FailureExcerpt(text).c_str());
     }
     if (died || absl::StrContains(text, "Sanitizer")) {
       ADD_FAILURE() << "gpustreamd "

@@ -6,12 +6,16 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "proto/gpustream/v1/gpustream.grpc.pb.h"
 #include "server/tenants/tenant_registry.h"
@@ -48,6 +52,20 @@ class TenancyTest : public BackendDaemonTest {
     if (IsSkipped() || HasFatalFailure()) return;
     auto channel = grpc::CreateChannel(daemon_->tcp_target(),
                                        grpc::InsecureChannelCredentials());
+    // Connected before the test's first call, whose deadline is 20 s: once,
+    // in the ThreadSanitizer phase, a connection to a fresh daemon took
+    // longer (the test process had just run a storm of abandoned calls,
+    // and two such tests in a row failed on their first call). A wait
+    // over a second is printed, so a slow connect stays visible.
+    const absl::Time start = absl::Now();
+    ASSERT_TRUE(channel->WaitForConnected(std::chrono::system_clock::now() +
+                                          std::chrono::seconds(90)))
+        << "no connection to " << daemon_->tcp_target() << " in 90 s";
+    if (const absl::Duration took = absl::Now() - start;
+        took > absl::Seconds(1)) {
+      std::printf("connecting to the daemon took %s\n",
+                  absl::FormatDuration(took).c_str());
+    }
     stub_ = v1::GpuStream::NewStub(channel);
     admin_ = v1::Admin::NewStub(channel);
   }
