@@ -35,17 +35,16 @@ std::string ReadFile(const std::string& path) {
   return text.str();
 }
 
-// What of a daemon's log a failed test prints: its warnings and errors from
-// the start (the polls that follow a failure often log an info line every
-// few milliseconds), then its last lines, each part at most 16 KiB.
+// What of a daemon's log (its text format, the default) a failed test
+// prints: its warnings and errors from the start (the polls that follow a
+// failure often log an info line every few milliseconds), then its last
+// lines, each part at most 16 KiB.
 std::string FailureExcerpt(const std::string& log) {
   constexpr size_t kPart = 16 << 10;
   std::string warnings;
   for (absl::string_view line : absl::StrSplit(log, '\n')) {
-    const bool notable = absl::StrContains(line, "level=warning") ||
-                         absl::StrContains(line, "level=error") ||
-                         absl::StrContains(line, "\"level\":\"warning\"") ||
-                         absl::StrContains(line, "\"level\":\"error\"");
+    const bool notable = absl::StrContains(line, " level=warning ") ||
+                         absl::StrContains(line, " level=error ");
     if (notable && warnings.size() + line.size() < kPart) {
       absl::StrAppend(&warnings, line, "\n");
     }
